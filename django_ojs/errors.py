@@ -1,0 +1,93 @@
+"""The errors the core raises, one class per OJS error code (pure).
+
+The core speaks in OJS error codes; each door maps them in one place: the
+HTTP layer to a status and the binding's error body (``api/errors.py``), the
+admin to a message. Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OJSError(Exception):
+    """Base of every error the core reports to a caller."""
+
+    code = "backend_error"
+    retryable = False
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.hint = hint
+
+
+class InvalidRequest(OJSError):
+    """Malformed input: a missing field, a wrong type, a bad name or timestamp."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, field: str | None = None, **kwargs: Any):
+        details = kwargs.pop("details", None) or {}
+        if field is not None:
+            details.setdefault("field", field)
+        super().__init__(message, details=details, **kwargs)
+        self.field = field
+
+
+class InvalidPayload(OJSError):
+    """The body is not parseable JSON (errors §4.1 INVALID_PAYLOAD)."""
+
+    code = "invalid_payload"
+
+
+class PolicyInvalid(OJSError):
+    """Syntactically valid but semantically wrong policy, e.g. a retry policy (422)."""
+
+    code = "validation_error"
+
+    def __init__(self, message: str, *, field: str | None = None, **kwargs: Any):
+        details = kwargs.pop("details", None) or {}
+        if field is not None:
+            details.setdefault("field", field)
+        super().__init__(message, details=details, **kwargs)
+        self.field = field
+
+
+class PayloadTooLarge(OJSError):
+    code = "payload_too_large"
+
+
+class NotFound(OJSError):
+    code = "not_found"
+
+
+class InvalidTransition(OJSError):
+    """The move is not allowed from the job's current state, or lost a race.
+
+    The single exception type for every refused state change (DESIGN: core
+    invariant 1); ``current_state`` tells the caller what the job is now.
+    """
+
+    code = "conflict"
+
+    def __init__(self, message: str, *, job_id: str, current_state: str | None, **kwargs: Any):
+        details = {"job_id": job_id, "current_state": current_state}
+        details.update(kwargs.pop("details", None) or {})
+        super().__init__(message, details=details, **kwargs)
+        self.job_id = job_id
+        self.current_state = current_state
+
+
+class Duplicate(OJSError):
+    code = "duplicate"
+
+
+class Unsupported(OJSError):
+    code = "unsupported"
+
+
+class QueuePaused(OJSError):
+    code = "queue_paused"
+    retryable = True
