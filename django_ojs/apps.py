@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import logging
+
+from django.apps import AppConfig
+
+logger = logging.getLogger("django_ojs")
+
+
+class DjangoOJSConfig(AppConfig):
+    name = "django_ojs"
+    verbose_name = "Open Job Spec"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .conf import ojs_settings
+
+        # Announced at every start, not only by `manage.py check`.
+        if ojs_settings.TEST_HOOKS:
+            logger.warning(
+                "OJS TEST_HOOKS is on: /ojs/v1/_test/reset and meta.test_directive are served. "
+                "Never enable this in production."
+            )
+        if not ojs_settings.AUTH_REQUIRED:
+            logger.warning(
+                "OJS AUTH_REQUIRED is off: the /ojs/v1 API accepts requests without an API key. "
+                "Only do this on a trusted network such as localhost."
+            )

@@ -1,0 +1,115 @@
+"""Every django-ojs setting and its default, in one place.
+
+Projects override any of them in one dict::
+
+    OJS = {"HEARTBEAT_TIMEOUT": 60, "AUTH_REQUIRED": True}
+
+and code reads them as attributes: ``from django_ojs.conf import ojs_settings;
+ojs_settings.HEARTBEAT_TIMEOUT``. Defaults come from the spec documents named
+beside each; durations are in seconds unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # -- HTTP API ---------------------------------------------------------
+    # Require "Authorization: Bearer <key>". Turning it off opens the API to
+    # anyone who can reach it; every start then logs a warning.
+    "AUTH_REQUIRED": True,
+    # The binding's media type (ojs-http-binding §4.1). The official Python
+    # SDK only parses successful responses labelled "application/json": set
+    # this to "application/json" to serve it (README, "SDK compatibility").
+    "RESPONSE_MEDIA_TYPE": "application/openjobspec+json",
+    # ojs-core §14 rule 4 recommends 1 MiB per envelope.
+    "MAX_ENVELOPE_BYTES": 1024 * 1024,
+    # ojs-json-format §8.3: at least 1,000 jobs per batch.
+    "MAX_BATCH_SIZE": 1000,
+    "MAX_BATCH_BYTES": 32 * 1024 * 1024,
+    # Upper bound of FETCH "count".
+    "MAX_FETCH_COUNT": 1000,
+    # List endpoints: default and maximum page size (ojs-http-binding §17).
+    "PAGE_SIZE": 50,
+    "MAX_PAGE_SIZE": 200,
+    "DOCS_URL": "https://openjobspec.org/spec/v1/ojs-http-binding#16-error-handling",
+    # -- Jobs ---------------------------------------------------------------
+    "DEFAULT_QUEUE": "default",
+    # ojs-core §5.2: execution timeout, 1800 s by default; 0 disables it.
+    "DEFAULT_TIMEOUT": 1800,
+    # ojs-worker-protocol §5.2: 1800 s (not the binding's 30 s, see README).
+    "DEFAULT_VISIBILITY_TIMEOUT": 1800,
+    # ojs-retry §8; a project may change the default policy here.
+    "DEFAULT_RETRY": {},
+    # Record lifecycle events (ojs-events) in the same transaction as the move.
+    "EVENTS": True,
+    # -- Workers ------------------------------------------------------------
+    # ojs-worker-protocol §4.2 and §10.1.
+    "HEARTBEAT_INTERVAL": 5,
+    "HEARTBEAT_TIMEOUT": 30,
+    # -- Reaper (manage.py ojs_reaper) --------------------------------------
+    # How often the timekeeping loops run: promotion of due jobs, leases,
+    # execution timeouts, dead workers. Sub-second keeps retries punctual.
+    "REAPER_INTERVAL": 0.25,
+    "CRON_INTERVAL": 1.0,
+    "PRUNE_INTERVAL": 60.0,
+    # Rows one loop moves per transaction, so no tick holds locks for long.
+    "REAPER_BATCH_SIZE": 500,
+    # Retention of finished jobs and events, in seconds (ojs-dead-letter §5.2
+    # for the dead letter: 180 days, at most 10,000 jobs).
+    "RETENTION": {
+        "completed": 7 * 86400,
+        "cancelled": 7 * 86400,
+        "discarded": 7 * 86400,
+        "dead_letter": 180 * 86400,
+        "dead_letter_max_count": 10_000,
+        "events": 86400,
+    },
+    # -- Testing ------------------------------------------------------------
+    # Test-only behaviour the conformance suites need: POST
+    # /ojs/v1/_test/reset and meta.test_directive steering BEAT replies.
+    # Never in production; every start logs a warning while it is on.
+    "TEST_HOOKS": False,
+}
+
+
+class OJSSettings:
+    """Attribute access to the merged ``OJS`` setting, cached until it changes."""
+
+    def __init__(self, defaults: dict[str, Any]):
+        self._defaults = defaults
+        self._cache: dict[str, Any] = {}
+
+    def _user_settings(self) -> dict[str, Any]:
+        from django.conf import settings
+
+        return getattr(settings, "OJS", {}) or {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self._defaults:
+            raise AttributeError(f"Unknown django-ojs setting: {name!r}")
+        if name not in self._cache:
+            value = self._user_settings().get(name, self._defaults[name])
+            default = self._defaults[name]
+            if isinstance(default, dict) and isinstance(value, dict):
+                value = {**default, **value}
+            self._cache[name] = value
+        return self._cache[name]
+
+    def unknown_keys(self) -> list[str]:
+        return sorted(set(self._user_settings()) - set(self._defaults))
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+ojs_settings = OJSSettings(DEFAULTS)
+
+
+@receiver(setting_changed)
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "OJS":
+        ojs_settings.reload()

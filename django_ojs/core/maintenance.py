@@ -1,0 +1,145 @@
+"""The transitions only time triggers: what ``manage.py ojs_reaper`` runs each tick.
+
+Each method moves at most ``limit`` rows in one transaction, taking them
+with ``FOR UPDATE SKIP LOCKED`` from a partial index, so several reapers
+share the work without doing any row twice and none blocks a worker
+(DESIGN invariant 6). Each returns how many rows it moved; the reaper calls
+it again while a full batch comes back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import transaction
+
+from ..conf import ojs_settings
+from ..failure import Failure
+from ..states import WAITING, JobState, Move, sources, target
+from .clock import TxNow, db_now
+from .outcome import Settle, expire_rows, settle_rows
+
+
+class MaintenanceMixin:
+    def promote_due(self, limit: int) -> int:
+        """scheduled/retryable -> available once their time has come."""
+        with transaction.atomic():
+            due = list(
+                self.select_for_update(skip_locked=True)
+                .filter(state__in=sources(Move.PROMOTE), run_at__lte=TxNow())
+                .order_by("run_at")
+                .values_list("seq", flat=True)[:limit]
+            )
+            if due:
+                self.filter(seq__in=due).update(state=target(Move.PROMOTE), enqueued_at=TxNow(), run_at=None)
+        return len(due)
+
+    def expire_overdue(self, limit: int) -> int:
+        """Discard waiting jobs whose ``expires_at`` passed (ojs-core §5.2)."""
+        with transaction.atomic():
+            rows = self._locked(state__in=WAITING, expires_at__lte=TxNow(), order="expires_at", limit=limit)
+            return expire_rows(self, rows, _now_of(rows))
+
+    def requeue_lapsed(self, limit: int) -> int:
+        """Active jobs whose visibility timeout passed without ACK or FAIL.
+
+        ojs-worker-protocol §5.5: back to ``available`` with a
+        ``visibility_timeout`` error, or ``discarded`` once the attempts
+        (charged at claim) are exhausted, so a poison job cannot loop.
+        """
+        with transaction.atomic():
+            rows = self._locked(
+                state=JobState.ACTIVE, lease_expires_at__lte=TxNow(), order="lease_expires_at", limit=limit
+            )
+            return settle_rows(self, rows, _lapsed, _now_of(rows), Settle.REQUEUE)
+
+    def fail_timed_out(self, limit: int) -> int:
+        """Active jobs past their execution timeout fail with type ``timeout`` (ojs-timeouts §7.1).
+
+        The server's deadline is ``started_at + timeout`` with no grace: the
+        worker enforces its own grace period before that (README, "Decisions").
+        """
+        with transaction.atomic():
+            rows = self._locked(state=JobState.ACTIVE, deadline_at__lte=TxNow(), order="deadline_at", limit=limit)
+            now = _now_of(rows)
+            return settle_rows(self, rows, lambda job: _timed_out(job, now), now, Settle.POLICY)
+
+    def prune(self, limit: int) -> dict[str, int]:
+        """Delete finished jobs and events past their retention (``OJS["RETENTION"]``)."""
+        from ..models import Event
+
+        retention = ojs_settings.RETENTION
+        now = db_now()
+        pruned = {}
+        for state, key, dead_letter in (
+            (JobState.COMPLETED, "completed", None),
+            (JobState.CANCELLED, "cancelled", None),
+            (JobState.DISCARDED, "discarded", False),
+            (JobState.DISCARDED, "dead_letter", True),
+        ):
+            older = self.filter(state=state, finished_at__lt=now - dt.timedelta(seconds=retention[key]))
+            if dead_letter is not None:
+                older = older.filter(dead_letter=dead_letter)
+            pruned[key] = self._delete_jobs(older.order_by("finished_at"), limit)
+        pruned["dead_letter"] += self._cap_dead_letter(retention["dead_letter_max_count"], limit)
+        stale = Event.objects.filter(time__lt=now - dt.timedelta(seconds=retention["events"])).order_by("time")
+        seqs = list(stale.values_list("seq", flat=True)[:limit])
+        pruned["events"] = Event.objects.filter(seq__in=seqs)._raw_delete(Event.objects.db) if seqs else 0
+        return pruned
+
+    def _cap_dead_letter(self, max_count: int, limit: int) -> int:
+        """ojs-dead-letter §5.1: beyond ``max_count`` the oldest dead letters go first."""
+        dead = self.filter(state=JobState.DISCARDED, dead_letter=True)
+        excess = dead.count() - max_count
+        if excess <= 0:
+            return 0
+        return self._delete_jobs(dead.order_by("finished_at"), min(excess, limit))
+
+    def _delete_jobs(self, queryset: Any, limit: int) -> int:
+        """Delete up to ``limit`` jobs and their history.
+
+        ``_raw_delete`` skips Django's collector, which would first load every
+        related error row; the history is deleted explicitly, in the same
+        transaction.
+        """
+        from ..models import JobError
+
+        with transaction.atomic():
+            seqs = list(queryset.select_for_update(skip_locked=True).values_list("seq", flat=True)[:limit])
+            if not seqs:
+                return 0
+            JobError.objects.filter(job_id__in=seqs)._raw_delete(JobError.objects.db)
+            return self.filter(seq__in=seqs)._raw_delete(self.db)
+
+    def _locked(self, *, order: str, limit: int, **conditions: Any) -> list[Any]:
+        return list(
+            self.select_for_update(skip_locked=True)
+            .filter(**conditions)
+            .annotate(db_now=TxNow())
+            .order_by(order)[:limit]
+        )
+
+
+def _now_of(rows: list[Any]) -> dt.datetime | None:
+    return rows[0].db_now if rows else None
+
+
+def _lapsed(job: Any) -> Failure:
+    holder = f" by worker {job.worker_id}" if job.worker_id else ""
+    return Failure(
+        type="visibility_timeout",
+        message=f"the reservation{holder} expired without ACK or FAIL",
+        retryable=True,
+    )
+
+
+def _timed_out(job: Any, now: dt.datetime) -> Failure:
+    limit = job.timeout.total_seconds()
+    elapsed = (now - job.started_at).total_seconds() if job.started_at else None
+    return Failure(
+        type="timeout",
+        message=f"job execution exceeded its timeout of {limit:g} seconds",
+        retryable=True,
+        details={"timeout_kind": "execution", "limit_seconds": limit, "elapsed_seconds": elapsed},
+    )

@@ -1,0 +1,347 @@
+"""How an attempt ends: ACK, FAIL, and the server-side failures the reaper decides.
+
+ACK is one conditional UPDATE whose WHERE clause is the whole check (state
+``active``, and the reservation when the caller names one): there is no
+window between check and write in which a reaped job could be completed by
+its old worker (DESIGN invariant 1). FAIL needs the retry policy to decide,
+so it locks the row (``SELECT ... FOR UPDATE``), decides, and writes before
+the lock is released.
+
+``settle_failure`` is the one place that turns a failure into a new state;
+FAIL, visibility expiry, execution timeouts and dead-worker recovery all use
+it, so each records its error in the history and charges attempts the same
+way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.db.models import Case, JSONField, Q, Value, When
+
+from ..durations import format_timestamp, to_millis
+from ..errors import InvalidTransition, NotFound
+from ..failure import Failure
+from ..retry import RetryPolicy, decide
+from ..states import JobState, Move, sources, target
+from . import events
+from .clock import TxNow
+
+if TYPE_CHECKING:
+    from ..models import Job, JobError
+
+# Every column a failure may change; bulk writes list them once.
+FAILURE_FIELDS = [
+    "state", "releases", "worker_id", "lease_expires_at", "deadline_at", "started_at",
+    "enqueued_at", "run_at", "retry_delay_ms", "completed_at", "finished_at",
+    "dead_letter", "error",
+]
+
+
+class Settle(Enum):
+    """How a failure is settled."""
+
+    POLICY = "policy"  # the retry policy decides: retryable with backoff, or discarded
+    REQUEUE = "requeue"  # back to available at once unless attempts are exhausted
+    RELEASE = "release"  # back to available, the attempt not charged ("requeue": true)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who may settle an active job: a worker id and/or the attempt it claimed.
+
+    ``None`` parts are not checked, so a client that sends no worker id (the
+    official SDKs do not) can still ACK; a worker id only conflicts with a
+    claim that recorded a different one (DESIGN invariant 3).
+    """
+
+    worker_id: str | None = None
+    attempt: int | None = None
+
+    def q(self) -> Q:
+        guard = Q()
+        if self.worker_id:
+            guard &= Q(worker_id=self.worker_id) | Q(worker_id__isnull=True)
+        if self.attempt is not None:
+            guard &= Q(attempt=self.attempt)
+        return guard
+
+    def holds(self, job: Job) -> bool:
+        return (not self.worker_id or job.worker_id in (None, self.worker_id)) and (
+            self.attempt is None or job.attempt == self.attempt
+        )
+
+
+class OutcomeMixin:
+    def ack(self, job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
+        """active -> completed in one conditional write; 409 if the job is not ours to ack."""
+        now_ = TxNow()
+        with transaction.atomic():
+            changed = self.filter(Q(id=job_id, state__in=sources(Move.ACK)) & lease.q()).update(
+                state=target(Move.ACK),
+                completed_at=now_,
+                finished_at=now_,
+                result=result,
+                error=None,
+                lease_expires_at=None,
+                deadline_at=None,
+            )
+            job = self.filter(id=job_id).first()
+            if not changed:
+                raise refusal(job, job_id, Move.ACK, lease)
+            duration = to_millis(job.completed_at - job.started_at) if job.started_at else None
+            events.record([events.job_event("job.completed", job, job.completed_at, duration_ms=duration)])
+        return job
+
+    def ack_many(self, acks: Sequence[tuple[Any, Lease, Any]]) -> tuple[list[Job], list[Any]]:
+        """Complete many jobs in one transaction: ``(job_id, lease, result)`` each.
+
+        For the in-process worker, which flushes completions in batches.
+        Jobs whose lease no longer holds (reaped, cancelled, claimed again)
+        are left alone and returned as refused, exactly as a single ACK
+        would refuse them. Returns (completed jobs, refused job ids).
+        """
+        wanted = {str(job_id): (lease, result) for job_id, lease, result in acks}
+        if not wanted:
+            return [], []
+        with transaction.atomic():
+            rows = list(
+                self.select_for_update()
+                .filter(id__in=list(wanted), state__in=sources(Move.ACK))
+                .annotate(db_now=TxNow())
+            )
+            done = [job for job in rows if wanted[str(job.id)][0].holds(job)]
+            refused = [job_id for job_id in wanted if job_id not in {str(job.id) for job in done}]
+            if done:
+                now = done[0].db_now
+                results = [
+                    When(seq=job.seq, then=Value(wanted[str(job.id)][1], output_field=JSONField()))
+                    for job in done
+                    if wanted[str(job.id)][1] is not None
+                ]
+                self.filter(seq__in=[job.seq for job in done]).update(
+                    state=target(Move.ACK),
+                    completed_at=now,
+                    finished_at=now,
+                    result=Case(*results, default=None, output_field=JSONField()) if results else None,
+                    error=None,
+                    lease_expires_at=None,
+                    deadline_at=None,
+                )
+                for job in done:
+                    job.state, job.completed_at, job.finished_at = target(Move.ACK), now, now
+                    job.result, job.error = wanted[str(job.id)][1], None
+                    job.lease_expires_at = job.deadline_at = None
+                events.record(
+                    events.job_event(
+                        "job.completed",
+                        job,
+                        now,
+                        duration_ms=to_millis(now - job.started_at) if job.started_at else None,
+                    )
+                    for job in done
+                )
+        return done, refused
+
+    def fail(
+        self,
+        job_id: Any,
+        failure: Failure,
+        *,
+        lease: Lease = Lease(),
+        requeue: bool = False,
+    ) -> Job:
+        """Report a failed attempt: retryable, discarded, or (``requeue``) released."""
+        from ..models import JobError
+
+        with transaction.atomic():
+            job = self.select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
+            if job is None or job.state != JobState.ACTIVE or not lease.holds(job):
+                raise refusal(job, job_id, Move.FAIL, lease)
+            mode = Settle.RELEASE if requeue else Settle.POLICY
+            entry, settled_events = settle_failure(job, failure, job.db_now, mode)
+            job.save(update_fields=FAILURE_FIELDS)
+            JobError.objects.bulk_create([entry])
+            events.record(settled_events)
+        return job
+
+
+def refusal(job: Job | None, job_id: Any, move: Move, lease: Lease = Lease()) -> Exception:
+    """The error for a move that did not happen: missing job, wrong state, or not our lease."""
+    if job is None:
+        return NotFound(f"job {job_id} not found", details={"resource_type": "job", "resource_id": str(job_id)})
+    if job.state in sources(move) or (move is Move.FAIL and job.state == JobState.ACTIVE):
+        held_by = f"worker {job.worker_id!r}, attempt {job.attempt}"
+        return InvalidTransition(
+            f"job {job.id} is reserved by {held_by}; this {move.value} does not hold that reservation",
+            job_id=str(job.id),
+            current_state=job.state,
+            details={"worker_id": job.worker_id, "attempt": job.attempt},
+        )
+    return InvalidTransition(
+        f"cannot {move.value} job {job.id}: it is {job.state}",
+        job_id=str(job.id),
+        current_state=job.state,
+        details={"expected_state": sorted(s.value for s in sources(move))},
+    )
+
+
+def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -> tuple[JobError, list[Any]]:
+    """Move a locked active job after a failed attempt; return its history entry and events.
+
+    Changes only the attributes in ``FAILURE_FIELDS``; the caller writes them
+    while it still holds the row lock.
+    """
+    from ..models import JobError
+
+    stamp = format_timestamp(now)
+    job.error = failure.as_dict(job.attempt, stamp)
+    job.worker_id = None
+    job.lease_expires_at = None
+    job.deadline_at = None
+    policy = RetryPolicy.from_dict(job.retry)
+    charged = job.attempt - job.releases
+    # ojs-events §3: job.failed for every failed attempt, then job.retrying or
+    # job.discarded when the failure leads there.
+    failed = events.job_event(
+        "job.failed",
+        job,
+        now,
+        error={"code": failure.code or failure.type, "type": failure.type, "message": failure.message,
+               "retryable": failure.retryable},
+    )
+    follow_up = None
+    if mode is Settle.RELEASE:
+        job.releases += 1
+        _to_available(job, now)
+    elif mode is Settle.REQUEUE and charged < max(policy.max_attempts, 1):
+        _to_available(job, now)
+    else:
+        decision = decide(
+            policy,
+            max(charged, 1),
+            error_types=failure.match_candidates,
+            handler_code=failure.handler_code,
+            retryable=failure.retryable if mode is Settle.POLICY else None,
+        )
+        if mode is Settle.POLICY and decision.retry:
+            job.state = target(Move.RETRY)
+            job.retry_delay_ms = to_millis(decision.delay)
+            job.run_at = now + decision.delay
+            follow_up = events.job_event(
+                "job.retrying",
+                job,
+                now,
+                max_attempts=job.max_attempts,
+                next_retry_at=format_timestamp(job.run_at),
+                error={"code": failure.code or failure.type, "message": failure.message},
+            )
+        else:
+            job.state = target(Move.FAIL)
+            job.completed_at = now
+            job.finished_at = now
+            job.run_at = None
+            job.dead_letter = decision.dead_letter or (
+                mode is Settle.REQUEUE and policy.on_exhaustion == "dead_letter"
+            )
+            follow_up = events.job_event(
+                "job.discarded",
+                job,
+                now,
+                total_attempts=job.attempt,
+                dead_letter=job.dead_letter,
+                last_error={"code": failure.code or failure.type, "message": failure.message},
+            )
+    entry = JobError(
+        job_id=job.seq,
+        attempt=job.attempt,
+        type=failure.type,
+        code=failure.code,
+        message=failure.message,
+        backtrace=failure.backtrace,
+        details=failure.details,
+        retryable=failure.retryable,
+        occurred_at=now,
+    )
+    # The failed event reports the state the job lands in.
+    failed.data["state"] = job.state
+    return entry, [failed] + ([follow_up] if follow_up else [])
+
+
+def _to_available(job: Job, now: dt.datetime) -> None:
+    job.state = target(Move.REQUEUE)
+    job.enqueued_at = now
+    # ojs-core §6.3: a timed-out job returns with started_at cleared.
+    job.started_at = None
+    job.run_at = None
+
+
+def settle_rows(manager: Any, jobs: list[Job], failure_of: Any, now: dt.datetime, mode: Settle) -> int:
+    """Settle many locked jobs in one UPDATE plus one INSERT of their history."""
+    from ..models import JobError
+
+    if not jobs:
+        return 0
+    entries, batch_events = [], []
+    for job in jobs:
+        entry, settled_events = settle_failure(job, failure_of(job), now, mode)
+        entries.append(entry)
+        batch_events.extend(settled_events)
+    manager.bulk_update(jobs, FAILURE_FIELDS)
+    JobError.objects.bulk_create(entries)
+    events.record(batch_events)
+    return len(jobs)
+
+
+def expire_rows(manager: Any, jobs: list[Job], now: dt.datetime) -> int:
+    """Discard locked waiting jobs whose ``expires_at`` passed (ojs-core §5.2).
+
+    They never ran, so ``completed_at`` stays empty (README, "Decisions");
+    the error says why, with the type ojs-timeouts §8 names.
+    """
+    from ..models import JobError
+
+    if not jobs:
+        return 0
+    stamp = format_timestamp(now)
+    entries, batch_events = [], []
+    for job in jobs:
+        failure = Failure(
+            type="enqueue_ttl_expired",
+            message=f"expires_at {format_timestamp(job.expires_at)} passed before the job started",
+            retryable=False,
+        )
+        job.state = target(Move.EXPIRE)
+        job.finished_at = now
+        job.run_at = None
+        job.error = failure.as_dict(job.attempt, stamp)
+        entries.append(
+            JobError(
+                job_id=job.seq,
+                attempt=job.attempt,
+                type=failure.type,
+                message=failure.message,
+                retryable=False,
+                occurred_at=now,
+            )
+        )
+        batch_events.append(
+            events.job_event(
+                "job.expired",
+                job,
+                now,
+                created_at=format_timestamp(job.created_at),
+                expired_at=format_timestamp(job.expires_at),
+                ttl_ms=to_millis(job.expires_at - job.created_at),
+            )
+        )
+    manager.bulk_update(jobs, ["state", "finished_at", "run_at", "error"])
+    JobError.objects.bulk_create(entries)
+    events.record(batch_events)
+    return len(jobs)

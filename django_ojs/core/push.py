@@ -1,0 +1,134 @@
+"""PUSH: store validated jobs, one or a batch, atomically (ojs-core §7.1)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import IntegrityError, transaction
+from uuid6 import uuid7
+
+from ..conf import ojs_settings
+from ..durations import RelativeTime, format_timestamp
+from ..envelope import JobSpec
+from ..errors import Duplicate, InvalidRequest
+from ..states import JobState
+from . import events
+from .clock import db_now
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+# Queue names this process has seen committed: a queue row is written once.
+_known_queues: set[str] = set()
+
+
+class PushMixin:
+    def push(self, spec: JobSpec) -> Job:
+        """Store one job; the returned job carries every system attribute."""
+        return self.push_many([spec])[0]
+
+    def push_many(self, specs: Sequence[JobSpec]) -> list[Job]:
+        """Store jobs atomically: all of them or none (ojs-core §7.1, batch variant).
+
+        Inside a caller's ``transaction.atomic()`` the jobs commit or roll back
+        with the caller's own rows (transactional enqueue).
+        """
+        ids = [spec.id for spec in specs if spec.id is not None]
+        if len(ids) != len(set(ids)):
+            raise Duplicate("the batch contains the same job id twice")
+        try:
+            with transaction.atomic():
+                now = db_now()
+                jobs = [self._new_job(spec, now) for spec in specs]
+                if ids:
+                    taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10])
+                    if taken:
+                        raise _duplicate(taken)
+                self.bulk_create(jobs)
+                _register_queues({job.queue for job in jobs})
+                events.record(_enqueued_event(job, now) for job in jobs)
+        except IntegrityError as exc:
+            # A concurrent PUSH with the same id won the race to the unique index.
+            taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10]) if ids else []
+            if taken:
+                raise _duplicate(taken) from exc
+            raise
+        return jobs
+
+    def _new_job(self, spec: JobSpec, now: dt.datetime) -> Job:
+        scheduled_at = _resolve(spec.scheduled_at, now)
+        expires_at = _resolve(spec.expires_at, now)
+        if spec.pending and scheduled_at is not None and scheduled_at > now:
+            raise InvalidRequest(
+                "a job is either pending (staged for activation) or scheduled, not both",
+                field="options.pending",
+            )
+        if spec.pending:
+            state = JobState.PENDING
+        elif scheduled_at is not None and scheduled_at > now:
+            state = JobState.SCHEDULED
+        else:
+            state = JobState.AVAILABLE
+        return self.model(
+            id=spec.id or uuid7(),
+            type=spec.type,
+            queue=spec.queue,
+            args=spec.args,
+            meta=spec.meta,
+            priority=spec.priority,
+            state=state,
+            max_attempts=spec.retry.max_attempts,
+            retry=spec.retry.to_dict(),
+            unique=spec.unique,
+            timeout=spec.timeout if spec.timeout is not None else _default_timeout(),
+            visibility_timeout=spec.visibility_timeout
+            or dt.timedelta(seconds=ojs_settings.DEFAULT_VISIBILITY_TIMEOUT),
+            tags=spec.tags,
+            schema=spec.schema,
+            extra=spec.extra,
+            given_times=spec.given_times,
+            cron_name=spec.cron_name,
+            created_at=now,
+            # enqueued_at marks entry into `available` (ojs-core §5.3).
+            enqueued_at=now if state == JobState.AVAILABLE else None,
+            scheduled_at=scheduled_at,
+            expires_at=expires_at,
+            run_at=scheduled_at if state == JobState.SCHEDULED else None,
+        )
+
+
+def _enqueued_event(job: Job, now: dt.datetime):
+    extra = {"priority": job.priority}
+    if job.scheduled_at is not None:
+        extra["scheduled_at"] = format_timestamp(job.scheduled_at)
+    return events.job_event("job.enqueued", job, now, **extra)
+
+
+def _resolve(value: dt.datetime | RelativeTime | None, now: dt.datetime) -> dt.datetime | None:
+    return value.resolve(now) if isinstance(value, RelativeTime) else value
+
+
+def _default_timeout() -> dt.timedelta | None:
+    seconds = ojs_settings.DEFAULT_TIMEOUT
+    return dt.timedelta(seconds=seconds) if seconds else None
+
+
+def _duplicate(taken: list) -> Duplicate:
+    first = str(taken[0])
+    return Duplicate(
+        f"a job with id {first} already exists",
+        details={"existing_job_id": first, "existing_job_ids": [str(i) for i in taken]},
+    )
+
+
+def _register_queues(names: set[str]) -> None:
+    """Give a queue its row on first use, so listings and pause find it."""
+    from ..models import Queue
+
+    new = names - _known_queues
+    if not new:
+        return
+    Queue.objects.bulk_create([Queue(name=name) for name in sorted(new)], ignore_conflicts=True)
+    transaction.on_commit(lambda: _known_queues.update(new))

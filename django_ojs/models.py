@@ -1,0 +1,266 @@
+"""The job store: jobs, their error history, workers, queues, cron, events, API keys.
+
+Rows change state only through the manager methods in ``django_ojs.core``
+(exposed as ``Job.objects.push()``, ``.fetch()``, ``.ack()``, ...), each one
+transaction, each guarded by the transition table in ``states.py``.
+
+Indexes are shaped like the questions the core asks (DESIGN invariant 8):
+every hot query reads a partial index holding only the rows in the state it
+looks for, so a backlog of millions of finished jobs costs FETCH and the
+reaper nothing.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .core.managers import CronJobManager, JobManager, QueueManager, WorkerManager
+from .keys import ApiKeyManager
+from .states import TERMINAL, WAITING, JobState, WorkerState
+
+_TERMINAL = [s.value for s in TERMINAL]
+_WAITING = [s.value for s in WAITING]
+
+
+class Job(models.Model):
+    # Insertion order: the FIFO tie-break after priority (DESIGN invariant 5).
+    # UUIDv7's random bits do not order jobs created in the same millisecond.
+    seq = models.BigAutoField(primary_key=True)
+    id = models.UUIDField(unique=True, editable=False)
+
+    type = models.CharField(max_length=255)
+    queue = models.CharField(max_length=128)
+    args = models.JSONField(default=list)
+    meta = models.JSONField(default=dict)
+    priority = models.SmallIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in JobState])
+
+    # Attempts are charged at claim and only there (DESIGN invariant 2).
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    # Explicit releases ("requeue": true on NACK) return a job without
+    # spending an attempt; retry decisions use attempt - releases.
+    releases = models.PositiveIntegerField(default=0)
+    retry = models.JSONField(default=dict, help_text="Effective retry policy (ojs-retry §2).")
+    unique = models.JSONField(null=True, blank=True)
+    timeout = models.DurationField(null=True, blank=True, help_text="Execution timeout; empty = none.")
+    visibility_timeout = models.DurationField()
+    tags = models.JSONField(default=list, blank=True)
+    schema = models.CharField(max_length=2048, blank=True, default="")
+    # Attributes OJS does not define, kept and returned as given (ojs-core §5.5 rule 4).
+    extra = models.JSONField(default=dict, blank=True)
+    # Timestamps as the client wrote them, echoed back verbatim (ojs-json-format §5.3 rule 3).
+    given_times = models.JSONField(default=dict, blank=True)
+    cron_name = models.CharField(max_length=255, null=True, blank=True)
+
+    created_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # When a scheduled or retryable job becomes due.
+    run_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    # When the job reached any terminal state: pruning and the dead letter order by it.
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    # The reservation: who holds the job and until when (ojs-worker-protocol §5).
+    worker_id = models.CharField(max_length=255, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True, help_text="Execution timeout deadline.")
+
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True, help_text="The most recent error.")
+    retry_delay_ms = models.BigIntegerField(null=True, blank=True)
+    # A discarded job kept for operators (on_exhaustion "dead_letter").
+    dead_letter = models.BooleanField(default=False)
+
+    objects = JobManager()
+
+    class Meta:
+        indexes = [
+            # FETCH: next job of a queue, priority high to low, then FIFO.
+            models.Index(
+                fields=["queue", "-priority", "seq"],
+                name="ojs_job_available",
+                condition=Q(state=JobState.AVAILABLE),
+            ),
+            # Reaper: scheduled and retryable jobs that came due.
+            models.Index(
+                fields=["run_at"],
+                name="ojs_job_due",
+                condition=Q(state__in=[JobState.SCHEDULED, JobState.RETRYABLE]),
+            ),
+            # Reaper: expired visibility leases and execution deadlines; BEAT and
+            # dead-worker recovery find a worker's jobs by owner.
+            models.Index(
+                fields=["lease_expires_at"], name="ojs_job_lease", condition=Q(state=JobState.ACTIVE)
+            ),
+            models.Index(
+                fields=["deadline_at"],
+                name="ojs_job_deadline",
+                condition=Q(state=JobState.ACTIVE, deadline_at__isnull=False),
+            ),
+            models.Index(fields=["worker_id"], name="ojs_job_owner", condition=Q(state=JobState.ACTIVE)),
+            # Reaper: jobs whose expires_at passed before they ran.
+            models.Index(
+                fields=["expires_at"],
+                name="ojs_job_expiry",
+                condition=Q(state__in=_WAITING, expires_at__isnull=False),
+            ),
+            # Pruning, the dead letter and throughput figures.
+            models.Index(
+                fields=["state", "finished_at"], name="ojs_job_finished", condition=Q(state__in=_TERMINAL)
+            ),
+            # Queue statistics and the admin's filters count by queue and state.
+            models.Index(fields=["queue", "state"], name="ojs_job_queue_state"),
+            # Cron overlap policy: is an earlier instance still unfinished?
+            models.Index(
+                fields=["cron_name"],
+                name="ojs_job_cron_open",
+                condition=Q(cron_name__isnull=False) & ~Q(state__in=_TERMINAL),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id} ({self.state})"
+
+
+class JobError(models.Model):
+    """One failed attempt: the job's full error history (ojs-json-format §3.1 ``errors``)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="errors")
+    attempt = models.PositiveIntegerField()
+    type = models.CharField(max_length=255)
+    code = models.CharField(max_length=255, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    backtrace = models.JSONField(default=list, blank=True)
+    details = models.JSONField(null=True, blank=True)
+    retryable = models.BooleanField(null=True)
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message[:80]}"
+
+
+class Worker(models.Model):
+    """A registered worker process and its last heartbeat (ojs-worker-protocol §3, §4)."""
+
+    id = models.CharField(max_length=255, primary_key=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    queues = models.JSONField(default=list, blank=True)
+    concurrency = models.PositiveIntegerField(null=True, blank=True)
+    labels = models.JSONField(default=list, blank=True)
+    # What the worker last reported, and what an operator asked of it.
+    state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in WorkerState])
+    directive = models.CharField(
+        max_length=16, choices=[(s.value, s.value) for s in WorkerState], default=WorkerState.RUNNING
+    )
+    directive_set_at = models.DateTimeField(null=True, blank=True)
+    active_jobs = models.PositiveIntegerField(default=0)
+    active_job_ids = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    registered_at = models.DateTimeField()
+    last_heartbeat_at = models.DateTimeField()
+
+    objects = WorkerManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["last_heartbeat_at"], name="ojs_worker_heartbeat")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Queue(models.Model):
+    """A queue's operator settings. Rows appear on first use, pause or resume."""
+
+    name = models.CharField(max_length=128, primary_key=True)
+    paused = models.BooleanField(default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = QueueManager()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CronJob(models.Model):
+    """A named recurring schedule (ojs-cron §2)."""
+
+    name = models.CharField(max_length=255, primary_key=True)
+    expression = models.CharField(max_length=255)
+    timezone = models.CharField(max_length=64, default="UTC")
+    # The job each occurrence enqueues: {"type", "args", "meta", "options"}.
+    job_template = models.JSONField()
+    overlap_policy = models.CharField(max_length=16, default="skip")
+    enabled = models.BooleanField(default=True)
+    description = models.TextField(blank=True, default="")
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    run_count = models.PositiveBigIntegerField(default=0)
+    last_job_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    objects = CronJobManager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["next_run_at"], name="ojs_cron_due", condition=Q(enabled=True))
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Event(models.Model):
+    """A lifecycle event (ojs-events), written in the transaction of its move."""
+
+    seq = models.BigAutoField(primary_key=True)
+    id = models.UUIDField(unique=True, editable=False)
+    type = models.CharField(max_length=64)
+    time = models.DateTimeField()
+    job_id = models.UUIDField(null=True, blank=True)
+    queue = models.CharField(max_length=128, null=True, blank=True)
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["time"], name="ojs_event_time"),
+            models.Index(fields=["queue", "type", "seq"], name="ojs_event_queue"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.job_id}"
+
+
+class ApiKey(models.Model):
+    """A bearer key for the HTTP API; only its SHA-256 digest is stored."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="The key's first characters, to recognise it.")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyManager()
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
