@@ -1,0 +1,78 @@
+"""Bearer API keys and per-operation scopes (ojs-http-binding §5).
+
+401 when no valid key is sent, 403 when the key lacks the operation's scope.
+With ``OJS["AUTH_REQUIRED"] = False`` every request is allowed (the demo on
+localhost); a warning says so at every start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions, permissions
+
+from ..conf import ojs_settings
+from ..keys import grants
+
+# How often a key's last_used_at is refreshed: not a write per request.
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+
+
+class ApiKeyUser:
+    """The request's principal: the API key, with the user attributes DRF reads."""
+
+    is_authenticated = True
+    is_active = True
+
+    def __init__(self, key: Any):
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"API key {self.key.prefix}"
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Any) -> tuple[ApiKeyUser, Any] | None:
+        from ..models import ApiKey
+
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header or not ojs_settings.AUTH_REQUIRED:
+            return None
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise exceptions.AuthenticationFailed("the Authorization header must be 'Bearer <API key>'")
+        key = ApiKey.objects.authenticate(secret.strip())
+        if key is None:
+            raise exceptions.AuthenticationFailed("the API key is unknown or revoked")
+        now = timezone.now()
+        if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        return ApiKeyUser(key), key
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Bearer realm="ojs"'
+
+
+class HasScope(permissions.BasePermission):
+    """The view's ``required_scope`` must be granted by the request's key."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if not ojs_settings.AUTH_REQUIRED:
+            return True
+        key = request.auth
+        if key is None:
+            raise exceptions.NotAuthenticated("this endpoint requires 'Authorization: Bearer <API key>'")
+        required = view.required_scope
+        if isinstance(required, dict):
+            required = required.get(request.method, "admin")
+        if not grants(key.scopes, required):
+            denied = exceptions.PermissionDenied(
+                f"API key {key.prefix}… lacks the '{required}' scope this operation needs"
+            )
+            denied.ojs_details = {"required_scope": required, "key_scopes": key.scopes}
+            raise denied
+        return True

@@ -1,0 +1,73 @@
+"""What every OJS endpoint shares: media type, auth, headers, version negotiation."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from uuid6 import uuid7
+
+from ..errors import Unsupported
+from .auth import ApiKeyAuthentication, HasScope
+from .errors import exception_handler
+from .media import OJSParser, OJSRenderer, PlainJSONParser
+
+OJS_VERSION = "1.0"
+_CLIENT_REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+
+
+def new_request_id() -> str:
+    return f"req_{uuid7()}"
+
+
+class OJSView(APIView):
+    """Base of the binding's views.
+
+    Sets the headers every response carries (§6.5), refuses an unsupported
+    ``OJS-Version`` (§3.2) and maps errors in one place. Views name the scope
+    they need and call the core; they hold no business rules.
+    """
+
+    authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [HasScope]
+    parser_classes = [OJSParser, PlainJSONParser]
+    renderer_classes = [OJSRenderer]
+    # The scope a key needs: one for the view, or one per HTTP method.
+    required_scope: str | dict[str, str] = "read"
+    max_body_bytes: int | None = None
+
+    def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        given = request.META.get("HTTP_X_REQUEST_ID", "")
+        request.ojs_request_id = given if _CLIENT_REQUEST_ID.match(given) else new_request_id()
+        drf_request = super().initialize_request(request, *args, **kwargs)
+        drf_request.ojs_request_id = request.ojs_request_id
+        return drf_request
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        requested = request.META.get("HTTP_OJS_VERSION")
+        if requested and requested.split(".")[0].strip() != OJS_VERSION.split(".")[0]:
+            raise Unsupported(
+                f"OJS-Version {requested!r} is not supported; this server speaks {OJS_VERSION}",
+                details={"supported_versions": [OJS_VERSION]},
+            )
+        super().initial(request, *args, **kwargs)
+
+    def get_exception_handler(self):
+        return exception_handler
+
+    def finalize_response(self, request: Any, response: Response, *args: Any, **kwargs: Any) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response["OJS-Version"] = OJS_VERSION
+        response["X-Request-Id"] = getattr(request, "ojs_request_id", "") or new_request_id()
+        return response
+
+    def body(self) -> dict[str, Any]:
+        """The request body as a JSON object (an empty body is ``{}``)."""
+        from ..errors import InvalidRequest
+
+        data = self.request.data
+        if not isinstance(data, dict):
+            raise InvalidRequest("the request body must be a JSON object")
+        return data

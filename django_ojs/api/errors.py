@@ -1,0 +1,136 @@
+"""Every error leaves the HTTP door here, in the binding's error body (§16).
+
+``{"error": {code, message, retryable, details, request_id, hint, docs_url}}``
+with the status the binding gives the code. Unexpected exceptions become a
+logged 500 ``backend_error`` (503 when the database is unreachable), never a
+bare HTML page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from ..conf import ojs_settings
+from ..errors import OJSError
+
+logger = logging.getLogger("django_ojs.api")
+
+STATUS = {
+    "invalid_request": 400,
+    "invalid_payload": 400,
+    "schema_validation": 400,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "conflict": 409,
+    "duplicate": 409,
+    "payload_too_large": 413,
+    "validation_error": 422,
+    "queue_paused": 422,
+    "unsupported": 422,
+    "rate_limited": 429,
+    "backend_error": 500,
+    "backend_unavailable": 503,
+}
+
+HINTS = {
+    "invalid_request": "Check the field named in details.field against the OJS HTTP binding.",
+    "invalid_payload": "Send a JSON object encoded in UTF-8.",
+    "unauthenticated": "Send 'Authorization: Bearer <API key>'; create a key with manage.py ojs_create_api_key.",
+    "forbidden": "Use an API key with the scope named in details.required_scope.",
+    "not_found": "Check the id or name; finished jobs are pruned after their retention period.",
+    "conflict": "details.current_state says what the job is now; fetch it again before retrying.",
+    "duplicate": "A job with this id already exists; details.existing_job_id names it.",
+    "payload_too_large": "Keep envelopes small: pass references to data, not the data itself.",
+    "validation_error": "Fix the policy field named in the message.",
+    "backend_error": "Retry later; the server logged the cause under this request_id.",
+    "backend_unavailable": "The database is unreachable; retry later.",
+}
+
+
+def error_body(code: str, message: str, request_id: str, *, retryable: bool = False,
+               details: dict[str, Any] | None = None, hint: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "code": code,
+        "message": message,
+        "retryable": retryable,
+        "details": details or {},
+        "request_id": request_id,
+        "hint": hint or HINTS.get(code, "See the OJS HTTP binding, section 16."),
+        "docs_url": ojs_settings.DOCS_URL,
+    }
+    if code == "validation_error":
+        # The retry-policy conformance cases read error.type (ojs-errors §3).
+        body["type"] = code
+    return {"error": body}
+
+
+def _from_drf(exc: drf.APIException) -> tuple[str, str, dict[str, Any]]:
+    if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
+        return "unauthenticated", str(exc.detail), {}
+    if isinstance(exc, drf.PermissionDenied):
+        return "forbidden", str(exc.detail), getattr(exc, "ojs_details", {})
+    if isinstance(exc, drf.NotFound):
+        return "not_found", str(exc.detail), {}
+    if isinstance(exc, drf.MethodNotAllowed):
+        return "method_not_allowed", str(exc.detail), {}
+    if isinstance(exc, drf.UnsupportedMediaType):
+        return (
+            "invalid_request",
+            f"{exc.detail} Send Content-Type: application/openjobspec+json (or application/json).",
+            {"field": "Content-Type"},
+        )
+    if isinstance(exc, drf.ParseError):
+        return "invalid_payload", str(exc.detail), {}
+    if isinstance(exc, drf.Throttled):
+        return "rate_limited", str(exc.detail), {}
+    return "invalid_request", str(exc.detail), {}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER for every OJS view."""
+    request = context.get("request")
+    request_id = getattr(request, "ojs_request_id", "") if request is not None else ""
+    headers: dict[str, str] = {}
+    if isinstance(exc, OJSError):
+        code, message, details, hint, retryable = exc.code, exc.message, exc.details, exc.hint, exc.retryable
+    elif isinstance(exc, Http404):
+        code, message, details, hint, retryable = "not_found", "not found", {}, None, False
+    elif isinstance(exc, drf.APIException):
+        code, message, details = _from_drf(exc)
+        hint, retryable = None, code == "rate_limited"
+        if code == "unauthenticated":
+            headers["WWW-Authenticate"] = 'Bearer realm="ojs"'
+    elif isinstance(exc, (OperationalError, InterfaceError)):
+        logger.exception("database unavailable (request %s)", request_id)
+        code, message, details, hint, retryable = (
+            "backend_unavailable", "the database is unavailable", {}, None, True)
+    else:
+        logger.error("unexpected error (request %s)", request_id, exc_info=exc)
+        message = (
+            "the database reported an error"
+            if isinstance(exc, DatabaseError)
+            else "the server failed to handle this request"
+        )
+        code, details, hint, retryable = "backend_error", {}, None, True
+    body = error_body(code, message, request_id, retryable=retryable, details=details, hint=hint)
+    return Response(body, status=STATUS.get(code, 400), headers=headers)
+
+
+def json_error(code: str, message: str, status: int) -> JsonResponse:
+    """An error for paths no view answers (unknown URLs under /ojs/)."""
+    from .base import OJS_VERSION, new_request_id
+
+    request_id = new_request_id()
+    response = JsonResponse(error_body(code, message, request_id), status=status)
+    response["Content-Type"] = ojs_settings.RESPONSE_MEDIA_TYPE
+    response["OJS-Version"] = OJS_VERSION
+    response["X-Request-Id"] = request_id
+    return response

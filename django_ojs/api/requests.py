@@ -1,0 +1,183 @@
+"""Validation of the worker endpoints' request bodies (pure).
+
+Every bad field is an ``InvalidRequest`` naming it; nothing reaches the core
+unchecked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..durations import parse_timestamp
+from ..envelope import parse_job_ref, validate_queue_name
+from ..errors import InvalidRequest
+from ..failure import Failure, parse_failure
+from ..states import WorkerState
+from ..core.outcome import Lease
+from ..core.workers import WorkerInfo
+
+MAX_WORKER_ID = 255
+MAX_ACTIVE_JOBS = 10_000
+MAX_VISIBILITY_MS = 365 * 86400 * 1000
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    queues: list[str]
+    count: int
+    worker_id: str | None
+    visibility_timeout: dt.timedelta | None
+
+
+@dataclass(frozen=True)
+class Completion:
+    job_id: uuid.UUID
+    lease: Lease
+    result: Any = None
+    failure: Failure | None = None
+    requeue: bool = False
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    worker_id: str
+    state: WorkerState | None
+    active_job_ids: list[str]
+    visibility_timeout: dt.timedelta | None
+    info: WorkerInfo
+
+
+def parse_fetch(body: Mapping[str, Any], *, max_count: int) -> FetchRequest:
+    queues = body.get("queues")
+    if isinstance(queues, str):
+        queues = [queues]
+    if not isinstance(queues, list) or not queues:
+        raise InvalidRequest("queues must be a non-empty array of queue names", field="queues")
+    names = [validate_queue_name(name, f"queues[{index}]") for index, name in enumerate(queues)]
+    count = body.get("count", 1)
+    if not _is_int(count) or not 1 <= count <= max_count:
+        raise InvalidRequest(f"count must be an integer from 1 to {max_count}", field="count")
+    return FetchRequest(
+        queues=names,
+        count=count,
+        worker_id=worker_id(body.get("worker_id"), required=False),
+        visibility_timeout=visibility(body),
+    )
+
+
+def parse_ack(body: Mapping[str, Any]) -> Completion:
+    return Completion(job_id=_job_id(body), lease=_lease(body), result=body.get("result"))
+
+
+def parse_nack(body: Mapping[str, Any]) -> Completion:
+    requeue = body.get("requeue", False)
+    if not isinstance(requeue, bool):
+        raise InvalidRequest("requeue must be true or false", field="requeue")
+    return Completion(
+        job_id=_job_id(body),
+        lease=_lease(body),
+        failure=parse_failure(body.get("error")),
+        requeue=requeue,
+    )
+
+
+def parse_heartbeat(body: Mapping[str, Any]) -> Heartbeat:
+    state = body.get("state")
+    if state is not None and state not in WorkerState._value2member_map_:
+        raise InvalidRequest("state must be 'running', 'quiet' or 'terminate'", field="state")
+    # The binding's `active_jobs` is an array of ids; the worker protocol's
+    # is a count beside `active_job_ids` (README, "Wire compatibility").
+    ids: list[Any] = []
+    for name in ("active_job_ids", "active_jobs"):
+        value = body.get(name)
+        if isinstance(value, list):
+            ids.extend(value)
+        elif value is not None and not (name == "active_jobs" and _is_int(value)):
+            raise InvalidRequest(f"{name} must be an array of job ids", field=name)
+    if body.get("job_id") is not None:
+        ids.append(body["job_id"])
+    if len(ids) > MAX_ACTIVE_JOBS:
+        raise InvalidRequest(f"at most {MAX_ACTIVE_JOBS} active job ids per heartbeat", field="active_jobs")
+    checked = [str(parse_job_ref(job_id, f"active_jobs[{index}]")) for index, job_id in enumerate(ids)]
+    return Heartbeat(
+        worker_id=worker_id(body.get("worker_id"), required=True),
+        state=WorkerState(state) if state else None,
+        active_job_ids=list(dict.fromkeys(checked)),
+        visibility_timeout=visibility(body),
+        info=parse_worker_info(body),
+    )
+
+
+def parse_worker_info(body: Mapping[str, Any]) -> WorkerInfo:
+    hostname = body.get("hostname")
+    if hostname is not None and (not isinstance(hostname, str) or len(hostname) > 255):
+        raise InvalidRequest("hostname must be a string of at most 255 characters", field="hostname")
+    pid = body.get("pid")
+    if pid is not None and (not _is_int(pid) or pid < 0):
+        raise InvalidRequest("pid must be a non-negative integer", field="pid")
+    concurrency = body.get("concurrency")
+    if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
+        raise InvalidRequest("concurrency must be a positive integer", field="concurrency")
+    queues = body.get("queues")
+    if queues is not None:
+        if not isinstance(queues, list):
+            raise InvalidRequest("queues must be an array of queue names", field="queues")
+        queues = [validate_queue_name(name, f"queues[{i}]") for i, name in enumerate(queues)]
+    labels = body.get("labels")
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
+        raise InvalidRequest("labels must be an array of strings", field="labels")
+    started_at = body.get("started_at")
+    if started_at is not None:
+        try:
+            started_at = parse_timestamp(started_at, allow_relative=False)
+        except ValueError as exc:
+            raise InvalidRequest(f"started_at: {exc}", field="started_at") from None
+    return WorkerInfo(
+        hostname=hostname, pid=pid, queues=queues, concurrency=concurrency, labels=labels, started_at=started_at
+    )
+
+
+def worker_id(value: Any, *, required: bool) -> str | None:
+    if value is None:
+        if required:
+            raise InvalidRequest("worker_id is required", field="worker_id")
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_WORKER_ID:
+        raise InvalidRequest(
+            f"worker_id must be a non-empty string of at most {MAX_WORKER_ID} characters", field="worker_id"
+        )
+    return value
+
+
+def visibility(body: Mapping[str, Any]) -> dt.timedelta | None:
+    value = body.get("visibility_timeout_ms")
+    if value is None:
+        return None
+    if not _is_int(value) or not 0 < value <= MAX_VISIBILITY_MS:
+        raise InvalidRequest(
+            "visibility_timeout_ms must be a positive integer of milliseconds up to a year",
+            field="visibility_timeout_ms",
+        )
+    return dt.timedelta(milliseconds=value)
+
+
+def _job_id(body: Mapping[str, Any]) -> uuid.UUID:
+    value = body.get("job_id", body.get("id"))
+    if value is None:
+        raise InvalidRequest("job_id is required", field="job_id")
+    return parse_job_ref(value, "job_id")
+
+
+def _lease(body: Mapping[str, Any]) -> Lease:
+    attempt = body.get("attempt")
+    if attempt is not None and (not _is_int(attempt) or attempt < 1):
+        raise InvalidRequest("attempt must be a positive integer", field="attempt")
+    return Lease(worker_id=worker_id(body.get("worker_id"), required=False), attempt=attempt)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

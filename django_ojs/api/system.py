@@ -1,0 +1,162 @@
+"""Health, the conformance manifest, the event feed, and the test-only reset."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import connection
+from rest_framework.response import Response
+
+from .. import __version__
+from ..conf import ojs_settings
+from ..durations import format_timestamp
+from ..errors import InvalidRequest, NotFound
+from ..models import Event
+from .base import OJS_VERSION, OJSView
+
+STARTED = time.monotonic()
+BACKENDS = {"postgresql": "postgres", "sqlite": "sqlite"}
+MAX_EVENTS = 1000
+
+
+class HealthView(OJSView):
+    """§8.1: served without credentials, for load balancers and orchestrators."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def get(self, request: Any) -> Response:
+        backend: dict[str, Any] = {"type": BACKENDS.get(connection.vendor, connection.vendor)}
+        began = time.perf_counter()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            backend.update(status="connected", latency_ms=round((time.perf_counter() - began) * 1000, 2))
+            status, code = "ok", 200
+        except Exception as exc:  # any database failure means "not ready"
+            backend.update(status="disconnected", error=type(exc).__name__)
+            status, code = "degraded", 503
+        body = {
+            "status": status,
+            "version": OJS_VERSION,
+            "uptime_seconds": int(time.monotonic() - STARTED),
+            "backend": backend,
+        }
+        return Response(body, status=code)
+
+
+class ManifestView(OJSView):
+    """§21: what this server implements, served without credentials for discovery."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def get(self, request: Any) -> Response:
+        return Response(
+            {
+                # ojs-conformance and openapi say `specversion`, the binding `ojs_version`.
+                "specversion": OJS_VERSION,
+                "ojs_version": OJS_VERSION,
+                "implementation": {
+                    "name": "django-ojs",
+                    "version": __version__,
+                    "language": "python",
+                    "homepage": "https://github.com/django-ojs/django-ojs",
+                },
+                "conformance_level": 2,
+                "conformance_tier": "scheduled",
+                "protocols": ["http"],
+                "backend": BACKENDS.get(connection.vendor, connection.vendor),
+                "capabilities": {
+                    "batch_enqueue": True,
+                    "cron_jobs": True,
+                    "dead_letter": True,
+                    "delayed_jobs": True,
+                    "job_ttl": True,
+                    "priority_queues": True,
+                    "pause_resume": True,
+                    "events": bool(ojs_settings.EVENTS),
+                    "rate_limiting": False,
+                    "schema_validation": False,
+                    "unique_jobs": False,
+                    "workflows": False,
+                },
+                "extensions": ["dead-letter", "graceful-shutdown", "worker-registration"],
+                "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},
+                "endpoints": {"base_url": "/ojs/v1", "manifest": "/ojs/manifest", "health": "/ojs/v1/health"},
+            }
+        )
+
+
+def render_event(event: Event) -> dict[str, Any]:
+    """The CloudEvents-style envelope of ojs-events §2."""
+    out = {
+        "specversion": OJS_VERSION,
+        "id": f"evt_{event.id}",
+        "type": event.type,
+        "source": "ojs://django-ojs",
+        "time": format_timestamp(event.time),
+        "datacontenttype": "application/json",
+        "data": event.data,
+    }
+    if event.job_id:
+        out["subject"] = str(event.job_id)
+    return out
+
+
+class EventListView(OJSView):
+    """ojs-events §6.4 polling: oldest first; ``after`` is the cursor of the last page."""
+
+    def get(self, request: Any) -> Response:
+        params = request.query_params
+        events = Event.objects.order_by("seq")
+        after = params.get("after") or params.get("cursor")
+        if after:
+            if not after.isdigit():
+                raise InvalidRequest("after must be the cursor of a previous page", field="after")
+            events = events.filter(seq__gt=int(after))
+        for name, column in (("queues", "queue"), ("job_types", "data__job_type")):
+            if params.get(name):
+                events = events.filter(**{f"{column}__in": params[name].split(",")})
+        if params.get("types"):
+            events = events.filter(_type_filter(params["types"].split(",")))
+        try:
+            limit = int(params.get("limit", 100))
+        except ValueError:
+            raise InvalidRequest("limit must be an integer", field="limit") from None
+        if not 1 <= limit <= MAX_EVENTS:
+            raise InvalidRequest(f"limit must be from 1 to {MAX_EVENTS}", field="limit")
+        rows = list(events[: limit + 1])
+        page = rows[:limit]
+        return Response(
+            {
+                "events": [render_event(event) for event in page],
+                "cursor": str(page[-1].seq) if page else after,
+                "has_more": len(rows) > limit,
+            }
+        )
+
+
+def _type_filter(types: list[str]):
+    from django.db.models import Q
+
+    query = Q()
+    for kind in filter(None, (t.strip() for t in types)):
+        # ojs-events §6.1: "job.*" matches every job event.
+        query |= Q(type__startswith=kind[:-1]) if kind.endswith("*") else Q(type=kind)
+    return query
+
+
+class ResetView(OJSView):
+    """POST /ojs/v1/_test/reset for the conformance runner's ``--reset-url``."""
+
+    required_scope = "admin"
+
+    def post(self, request: Any) -> Response:
+        if not ojs_settings.TEST_HOOKS:
+            raise NotFound("not found")
+        from ..core.testing import reset_store
+
+        reset_store()
+        return Response({"reset": True})

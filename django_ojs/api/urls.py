@@ -1,0 +1,40 @@
+"""The OJS HTTP binding's routes: ``/ojs/manifest`` and ``/ojs/v1/...`` (no trailing slashes)."""
+
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
+
+from . import cron, dead_letter, jobs, queues, system, workers
+from .errors import json_error
+
+
+@csrf_exempt
+def unknown_endpoint(request, *args, **kwargs):
+    return json_error("not_found", f"no OJS endpoint at {request.path}", 404)
+
+
+urlpatterns = [
+    path("manifest", system.ManifestView.as_view()),
+    path("v1/health", system.HealthView.as_view()),
+    path("v1/jobs", jobs.PushView.as_view()),
+    path("v1/jobs/batch", jobs.BatchView.as_view()),
+    path("v1/jobs/<str:job_id>", jobs.JobView.as_view()),
+    path("v1/jobs/<str:job_id>/activate", jobs.ActivateView.as_view()),
+    path("v1/workers/fetch", workers.FetchView.as_view()),
+    path("v1/workers/ack", workers.AckView.as_view()),
+    path("v1/workers/nack", workers.NackView.as_view()),
+    path("v1/workers/heartbeat", workers.HeartbeatView.as_view()),
+    path("v1/workers/register", workers.RegisterView.as_view()),
+    path("v1/workers/deregister", workers.DeregisterView.as_view()),
+    path("v1/queues", queues.QueueListView.as_view()),
+    path("v1/queues/<str:name>/stats", queues.QueueStatsView.as_view()),
+    path("v1/queues/<str:name>/pause", queues.QueuePauseView.as_view()),
+    path("v1/queues/<str:name>/resume", queues.QueueResumeView.as_view()),
+    path("v1/dead-letter", dead_letter.DeadLetterListView.as_view()),
+    path("v1/dead-letter/<str:job_id>", dead_letter.DeadLetterJobView.as_view()),
+    path("v1/dead-letter/<str:job_id>/retry", dead_letter.DeadLetterRetryView.as_view()),
+    path("v1/cron", cron.CronListView.as_view()),
+    path("v1/cron/<str:name>", cron.CronView.as_view()),
+    path("v1/events", system.EventListView.as_view()),
+    path("v1/_test/reset", system.ResetView.as_view()),
+    re_path(r"^.*$", unknown_endpoint),
+]

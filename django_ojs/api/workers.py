@@ -1,0 +1,132 @@
+"""FETCH, ACK, FAIL (nack) and BEAT (ojs-http-binding §10), plus register/deregister.
+
+The binding has no registration endpoint; ``/workers/register`` and
+``/workers/deregister`` are this server's documented extensions for
+ojs-worker-protocol §3 (a heartbeat from an unknown worker registers it too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.response import Response
+
+from ..conf import ojs_settings
+from ..durations import format_timestamp
+from ..envelope import render_job
+from ..models import Job, Worker
+from ..states import JobState, WorkerState
+from .base import OJSView
+from .requests import parse_ack, parse_fetch, parse_heartbeat, parse_nack, parse_worker_info, worker_id
+
+
+class FetchView(OJSView):
+    required_scope = "worker"
+
+    def post(self, request: Any) -> Response:
+        fetch = parse_fetch(self.body(), max_count=ojs_settings.MAX_FETCH_COUNT)
+        jobs = Job.objects.fetch(
+            fetch.queues,
+            count=fetch.count,
+            worker_id=fetch.worker_id,
+            visibility_timeout=fetch.visibility_timeout,
+        )
+        rendered = [render_job(job) for job in jobs]
+        body: dict[str, Any] = {"jobs": rendered}
+        if rendered:
+            body["job"] = rendered[0]
+        return Response(body)
+
+
+class AckView(OJSView):
+    required_scope = "worker"
+
+    def post(self, request: Any) -> Response:
+        ack = parse_ack(self.body())
+        job = Job.objects.ack(ack.job_id, result=ack.result, lease=ack.lease)
+        rendered = render_job(job)
+        return Response(
+            {
+                "acknowledged": True,
+                "id": rendered["id"],
+                "job_id": rendered["id"],
+                "state": job.state,
+                "completed_at": rendered.get("completed_at"),
+                "job": rendered,
+            }
+        )
+
+
+class NackView(OJSView):
+    required_scope = "worker"
+
+    def post(self, request: Any) -> Response:
+        nack = parse_nack(self.body())
+        job = Job.objects.fail(nack.job_id, nack.failure, lease=nack.lease, requeue=nack.requeue)
+        rendered = render_job(job)
+        body: dict[str, Any] = {
+            "id": rendered["id"],
+            "job_id": rendered["id"],
+            "state": job.state,
+            "attempt": job.attempt,
+            "max_attempts": job.max_attempts,
+            "job": rendered,
+        }
+        for name in ("next_attempt_at", "next_retry_at", "retry_delay_ms", "discarded_at", "completed_at",
+                     "dead_letter"):
+            if name in rendered and (name != "retry_delay_ms" or job.state == JobState.RETRYABLE):
+                body[name] = rendered[name]
+        return Response(body)
+
+
+class HeartbeatView(OJSView):
+    required_scope = "worker"
+
+    def post(self, request: Any) -> Response:
+        beat = parse_heartbeat(self.body())
+        reply = Worker.objects.beat(
+            beat.worker_id,
+            state=beat.state,
+            active_job_ids=beat.active_job_ids,
+            visibility_timeout=beat.visibility_timeout,
+            info=beat.info,
+        )
+        return Response(
+            {
+                "state": reply.directive,
+                # openapi's `directive`: empty while the worker should keep running.
+                "directive": "" if reply.directive == WorkerState.RUNNING else reply.directive,
+                "jobs_extended": reply.jobs_extended,
+                "jobs_cancelled": reply.jobs_cancelled,
+                "jobs_lost": reply.jobs_lost,
+                "server_time": format_timestamp(reply.server_time),
+                "heartbeat_interval": ojs_settings.HEARTBEAT_INTERVAL,
+                "heartbeat_timeout": ojs_settings.HEARTBEAT_TIMEOUT,
+            }
+        )
+
+
+class RegisterView(OJSView):
+    required_scope = "worker"
+
+    def post(self, request: Any) -> Response:
+        body = self.body()
+        worker = Worker.objects.register(worker_id(body.get("worker_id"), required=True), parse_worker_info(body))
+        return Response(
+            {
+                "ok": True,
+                "worker_id": worker.id,
+                "server_time": format_timestamp(worker.last_heartbeat_at),
+                "heartbeat_interval": ojs_settings.HEARTBEAT_INTERVAL,
+                "heartbeat_timeout": ojs_settings.HEARTBEAT_TIMEOUT,
+                "visibility_timeout_default": ojs_settings.DEFAULT_VISIBILITY_TIMEOUT,
+            }
+        )
+
+
+class DeregisterView(OJSView):
+    required_scope = "worker"
+
+    def post(self, request: Any) -> Response:
+        found = Worker.objects.deregister(worker_id(self.body().get("worker_id"), required=True))
+        return Response({"ok": True, "deregistered": found})
