@@ -1,0 +1,103 @@
+"""Fixtures shared by every test package.
+
+The database is real: PostgreSQL by default (``OJS_TEST_DATABASE_URL``), or
+SQLite with ``OJS_TEST_DATABASE_URL=sqlite://``. Tests marked ``postgres``
+are skipped on SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from django_ojs.conf import ojs_settings
+from django_ojs.envelope import parse_job
+
+MEDIA_TYPE = "application/openjobspec+json"
+
+
+def pytest_collection_modifyitems(config, items):
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def ojs(settings):
+    """Override OJS settings for one test: ``ojs(EVENTS=False)``."""
+
+    def apply(**overrides: Any) -> None:
+        settings.OJS = {**settings.OJS, **overrides}
+        ojs_settings.reload()
+
+    yield apply
+    ojs_settings.reload()
+
+
+class OJSClient:
+    """A DRF test client speaking the binding's media type, with an API key."""
+
+    def __init__(self, key: str | None):
+        self.client = APIClient()
+        if key:
+            self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    def _send(self, method: str, path: str, body: Any = None, **extra: Any):
+        kwargs: dict[str, Any] = {}
+        if body is not None:
+            import json
+
+            kwargs = {"data": json.dumps(body), "content_type": MEDIA_TYPE}
+        return getattr(self.client, method)(path, **kwargs, **extra)
+
+    def get(self, path: str, **extra: Any):
+        return self._send("get", path, **extra)
+
+    def post(self, path: str, body: Any = None, **extra: Any):
+        return self._send("post", path, body, **extra)
+
+    def delete(self, path: str, **extra: Any):
+        return self._send("delete", path, **extra)
+
+
+@pytest.fixture
+def make_client(db):
+    """``make_client("worker")`` -> a client whose key has those scopes."""
+    from django_ojs.models import ApiKey
+
+    def build(*scopes: str) -> OJSClient:
+        _, secret = ApiKey.objects.issue("test", scopes or ("admin",))
+        return OJSClient(secret)
+
+    return build
+
+
+@pytest.fixture
+def api(make_client) -> OJSClient:
+    """A client with an admin key."""
+    return make_client("admin")
+
+
+@pytest.fixture
+def spec():
+    """Build a JobSpec from a PUSH body: ``spec(type="a.b", options={...})``."""
+
+    def build(**body: Any):
+        body.setdefault("type", "test.job")
+        body.setdefault("args", [])
+        return parse_job(body)
+
+    return build
+
+
+@pytest.fixture
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"
