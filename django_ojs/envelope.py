@@ -135,7 +135,8 @@ def parse_job(
         spec.id = _job_id(body["id"], f"{path}id")
     spec.meta = _meta(body, options, path)
     spec.priority = _priority(*pick("priority"))
-    spec.retry = parse_policy(pick("retry", "retry_policy")[1], default_retry, field=f"{path}retry")
+    where, policy = pick("retry", "retry_policy")
+    spec.retry = parse_policy(policy, default_retry, field=where or f"{path}retry")
     spec.timeout = _timeout(options, body, path)
     spec.visibility_timeout = _visibility_timeout(options, body, path)
     for name, aliases in (("scheduled_at", ("scheduled_at", "delay_until")), ("expires_at", ("expires_at",))):
