@@ -124,7 +124,14 @@ def parse_timestamp(value: object, *, allow_relative: bool = True) -> dt.datetim
     if not isinstance(value, str) or not value:
         raise ValueError("must be an RFC 3339 timestamp with a timezone, e.g. '2026-03-15T09:30:00Z'")
     if allow_relative and value.startswith("+"):
-        return RelativeTime(parse_duration(value[1:]))
+        relative = RelativeTime(parse_duration(value[1:]))
+        try:
+            # The store resolves it against the database clock; refuse now an
+            # offset that no clock could add without passing year 9999.
+            relative.resolve(dt.datetime.now(UTC) + dt.timedelta(days=366))
+        except OverflowError:
+            raise ValueError(f"{value!r} is too far in the future") from None
+        return relative
     match = _RFC3339.match(value)
     if not match:
         raise ValueError(
@@ -134,9 +141,10 @@ def parse_timestamp(value: object, *, allow_relative: bool = True) -> dt.datetim
     fraction = f".{match['fraction'][:6]:0<6}" if match["fraction"] else ""
     try:
         parsed = dt.datetime.fromisoformat(f"{match['date']}T{match['time']}{fraction}{zone}")
-    except ValueError as exc:
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        # OverflowError: an offset that moves the instant out of years 1-9999.
         raise ValueError(f"{value!r} is not a valid date and time") from exc
-    return parsed.astimezone(UTC)
 
 
 def format_timestamp(value: dt.datetime | None) -> str | None:
