@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, models, transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 
 from ..conf import ojs_settings
 from ..failure import Failure
@@ -109,10 +109,17 @@ class WorkerManager(models.Manager):
             if held:
                 lease = Value(visibility_timeout) if visibility_timeout else F("visibility_timeout")
                 # Unowned jobs (fetched without a worker id) are adopted by the
-                # worker that reports them, so its death recovers them too.
-                Job.objects.filter(seq__in=held.values(), state=JobState.ACTIVE).update(
-                    lease_expires_at=Value(now) + lease, worker_id=worker_id
-                )
+                # worker that reports them, so its death recovers them too. The
+                # owner is checked again in the write: a job reaped and claimed
+                # by another worker since _classify read it stays with that worker.
+                extended = Job.objects.filter(
+                    Q(worker_id=worker_id) | Q(worker_id__isnull=True),
+                    seq__in=held.values(),
+                    state=JobState.ACTIVE,
+                ).update(lease_expires_at=Value(now) + lease, worker_id=worker_id)
+                if extended < len(held):
+                    # Lost that race: answer with what the jobs are now.
+                    held, cancelled, lost, hints = _classify(Job, worker_id, ids)
         directive = WorkerState(worker.directive)
         if ojs_settings.TEST_HOOKS and hints:
             directive = hints[0]
