@@ -7,6 +7,7 @@ are skipped on SQLite.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -101,3 +102,45 @@ def spec():
 @pytest.fixture
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+@pytest.fixture(autouse=True)
+def _forget_known_queues():
+    """The core remembers which queue rows it committed; each test starts with a fresh database."""
+    from django_ojs.core import push
+
+    push._known_queues.clear()
+    yield
+    push._known_queues.clear()
+
+
+@pytest.fixture
+def push(db, spec):
+    """Store a job through the core: ``push(type="a.b", options={...})`` -> Job."""
+    from django_ojs.models import Job
+
+    def push_job(**body: Any):
+        return Job.objects.push(spec(**body))
+
+    return push_job
+
+
+@pytest.fixture
+def claim(push):
+    """An active job held by ``worker_id``: pushed to a queue of its own, then fetched.
+
+    ``claim("w1", options={...})``; ``worker_id=None`` claims without an owner.
+    """
+    from django_ojs.models import Job
+
+    names = itertools.count()
+
+    def claim_job(worker_id: str | None = "worker-1", *, visibility_timeout=None, **body: Any):
+        queue = f"claimed-{next(names)}"
+        body["options"] = {**body.get("options", {}), "queue": queue}
+        pushed = push(**body)
+        claimed = Job.objects.fetch([queue], worker_id=worker_id, visibility_timeout=visibility_timeout)
+        assert [job.id for job in claimed] == [pushed.id]
+        return claimed[0]
+
+    return claim_job

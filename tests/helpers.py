@@ -1,0 +1,47 @@
+"""Small helpers for tests that read and move rows of the job store."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.forms.models import model_to_dict
+
+from django_ojs.core.clock import db_now
+from django_ojs.models import Event, Job, JobError
+
+
+def reload(job: Job) -> Job:
+    return Job.objects.get(pk=job.pk)
+
+
+def ago(**delta: float) -> dt.datetime:
+    """A moment in the past by the database clock: ``ago(seconds=5)``."""
+    return db_now() - dt.timedelta(**delta)
+
+
+def later(**delta: float) -> dt.datetime:
+    return db_now() + dt.timedelta(**delta)
+
+
+def update(job: Job, **values: Any) -> Job:
+    """Write columns directly (to move time: set a deadline in the past) and reload."""
+    Job.objects.filter(pk=job.pk).update(**values)
+    return reload(job)
+
+
+def row(job: Job) -> dict[str, Any]:
+    """Every stored column of a job, for 'nothing changed' comparisons."""
+    return model_to_dict(reload(job), fields=[f.name for f in Job._meta.concrete_fields])
+
+
+def history(job: Job) -> list[tuple[int, str]]:
+    """The job's error history as (attempt, type), oldest first."""
+    return list(JobError.objects.filter(job_id=job.pk).order_by("id").values_list("attempt", "type"))
+
+
+def event_types(job: Job | None = None) -> list[str]:
+    events = Event.objects.order_by("seq")
+    if job is not None:
+        events = events.filter(job_id=job.id)
+    return list(events.values_list("type", flat=True))
