@@ -1,0 +1,98 @@
+"""Worker.objects.reap_dead: workers silent past HEARTBEAT_TIMEOUT (ojs-worker-protocol §10)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from django_ojs.models import Event, Job, Worker
+from tests.helpers import ago, history, reload, update
+
+TIMEOUT = 30  # the default HEARTBEAT_TIMEOUT
+
+
+def silent_for(worker_id: str, seconds: float) -> None:
+    Worker.objects.filter(id=worker_id).update(last_heartbeat_at=ago(seconds=seconds))
+
+
+def test_a_silent_worker_is_declared_dead_and_its_jobs_recovered_at_once(claim):
+    Worker.objects.register("dead")
+    jobs = [claim("dead", options={"retry": {"max_attempts": 3}}) for _ in range(2)]
+    silent_for("dead", TIMEOUT + 1)
+    assert Worker.objects.reap_dead(10) == 2
+    assert not Worker.objects.filter(id="dead").exists()
+    for job in jobs:
+        stored = reload(job)
+        assert (stored.state, stored.attempt, stored.worker_id) == ("available", 1, None)
+        assert stored.error["type"] == "worker_death"
+        assert history(stored) == [(1, "worker_death")]
+    assert Event.objects.filter(type="worker.stopped", data__reason="dead").count() == 1
+
+
+def test_a_worker_within_the_heartbeat_timeout_is_alive(claim):
+    Worker.objects.register("alive")
+    job = claim("alive")
+    silent_for("alive", TIMEOUT - 5)
+    assert Worker.objects.reap_dead(10) == 0
+    assert Worker.objects.filter(id="alive").exists()
+    assert reload(job).state == "active"
+
+
+def test_the_heartbeat_timeout_is_a_setting(db, ojs):
+    ojs(HEARTBEAT_TIMEOUT=300)
+    Worker.objects.register("patient")
+    silent_for("patient", 120)
+    Worker.objects.reap_dead(10)
+    assert Worker.objects.filter(id="patient").exists()
+
+
+def test_a_dead_worker_without_jobs_is_removed(db):
+    Worker.objects.register("idle")
+    silent_for("idle", TIMEOUT + 1)
+    assert Worker.objects.reap_dead(10) == 0
+    assert not Worker.objects.exists()
+
+
+def test_a_client_that_only_fetched_is_never_declared_dead(claim):
+    # No registration, no heartbeat: only its visibility timeout protects the job.
+    job = update(claim("fetch-only"), started_at=ago(days=1))
+    assert Worker.objects.reap_dead(10) == 0
+    assert reload(job).state == "active"
+
+
+def test_only_the_dead_workers_jobs_are_recovered(claim):
+    Worker.objects.register("dead")
+    Worker.objects.register("alive")
+    dead_job, alive_job = claim("dead"), claim("alive")
+    silent_for("dead", TIMEOUT + 1)
+    Worker.objects.reap_dead(10)
+    assert [reload(dead_job).state, reload(alive_job).state] == ["available", "active"]
+
+
+@pytest.mark.parametrize(("on_exhaustion", "dead_letter"), [("discard", False), ("dead_letter", True)])
+def test_a_recovered_job_on_its_last_attempt_is_discarded(claim, on_exhaustion, dead_letter):
+    Worker.objects.register("dead")
+    job = claim("dead", options={"retry": {"max_attempts": 1, "on_exhaustion": on_exhaustion}})
+    silent_for("dead", TIMEOUT + 1)
+    Worker.objects.reap_dead(10)
+    assert (reload(job).state, reload(job).dead_letter) == ("discarded", dead_letter)
+
+
+def test_dead_workers_are_reaped_in_bounded_batches_oldest_first(db):
+    for n in range(3):
+        Worker.objects.register(f"w{n}")
+        silent_for(f"w{n}", TIMEOUT + 10 - n)
+    Worker.objects.reap_dead(2)
+    assert list(Worker.objects.values_list("id", flat=True)) == ["w2"]
+
+
+def test_a_heartbeat_after_recovery_registers_again_and_learns_its_jobs_are_lost(claim):
+    Worker.objects.register("w1")
+    job = claim("w1")
+    silent_for("w1", TIMEOUT + 1)
+    Worker.objects.reap_dead(10)
+    reply = Worker.objects.beat("w1", active_job_ids=[str(job.id)])
+    assert reply.jobs_lost == [str(job.id)]
+    assert Worker.objects.get(id="w1").last_heartbeat_at == reply.server_time
+    assert reply.server_time - Worker.objects.get(id="w1").registered_at < dt.timedelta(seconds=1)

@@ -1,0 +1,145 @@
+"""The Reaper that runs the loops, manage.py ojs_reaper, and reapers running side by side."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections import Counter
+
+import pytest
+from django.core.management import call_command
+from django.db import DatabaseError, connections
+
+from django_ojs.core.schedules import CronSpec
+from django_ojs.models import CronJob, Job, JobError, Worker
+from django_ojs.reaper import MAX_ROUNDS, Loop, Reaper
+from tests.helpers import ago, reload
+
+
+def due_scheduled(spec, count, queue="timed"):
+    jobs = Job.objects.push_many([spec(options={"queue": queue, "delay_until": "2999-01-01T00:00:00Z"})
+                                  for _ in range(count)])
+    Job.objects.filter(queue=queue).update(run_at=ago(seconds=1))
+    return jobs
+
+
+def lapsed_active(spec, count, queue="leased"):
+    Job.objects.push_many([spec(options={"queue": queue}) for _ in range(count)])
+    while Job.objects.fetch([queue], count=1000, worker_id="gone"):
+        pass
+    Job.objects.filter(queue=queue).update(lease_expires_at=ago(seconds=1))
+
+
+def test_one_tick_runs_every_loop_once(transactional_db, spec):
+    due_scheduled(spec, 2)
+    lapsed_active(spec, 1)
+    moved = Reaper().tick()
+    assert set(moved) == {"promote", "expire", "leases", "timeouts", "workers", "cron", "prune"}
+    assert (moved["promote"], moved["leases"], moved["expire"]) == (2, 1, 0)
+
+
+def test_a_loop_repeats_while_its_batches_come_back_full(transactional_db, spec):
+    due_scheduled(spec, 5)
+    assert Reaper(batch_size=2).tick()["promote"] == 5
+
+
+def test_a_loop_stops_after_max_rounds_so_others_get_their_turn(transactional_db, spec):
+    due_scheduled(spec, MAX_ROUNDS + 5)
+    reaper = Reaper(batch_size=1)
+    assert reaper.tick(now=0)["promote"] == MAX_ROUNDS
+    assert reaper.tick(now=10**6)["promote"] == 5
+
+
+def test_loops_run_on_their_own_intervals(transactional_db):
+    ran: list[str] = []
+    reaper = Reaper([Loop("fast", lambda limit: ran.append("fast") or 0, 1.0),
+                     Loop("slow", lambda limit: ran.append("slow") or 0, 10.0)])
+    for now in (0, 0.5, 1.0, 2.0, 10.0):
+        reaper.tick(now=now)
+    assert Counter(ran) == {"fast": 4, "slow": 2}
+
+
+def test_a_failing_loop_is_logged_and_the_others_still_run(transactional_db, spec, caplog):
+    def broken(limit):
+        raise DatabaseError("connection lost")
+
+    due_scheduled(spec, 1)
+    reaper = Reaper([Loop("broken", broken, 1.0), Loop("promote", Job.objects.promote_due, 1.0)])
+    assert reaper.tick() == {"broken": 0, "promote": 1}
+    assert "reaper loop broken failed" in caplog.text
+
+
+def test_run_forever_keeps_time_until_stopped(transactional_db, spec, ojs):
+    ojs(REAPER_INTERVAL=0.05)
+    reaper = Reaper()
+    runner = threading.Thread(target=lambda: (reaper.run_forever(), connections.close_all()))
+    runner.start()
+    try:
+        [job] = due_scheduled(spec, 1)
+        deadline = time.monotonic() + 30
+        while reload(job).state != "available":
+            assert time.monotonic() < deadline, "the reaper never promoted the due job"
+            time.sleep(0.05)
+    finally:
+        reaper.stop()
+        runner.join(30)
+    assert not runner.is_alive()
+
+
+def test_the_management_command_runs_every_loop_once(transactional_db, spec):
+    due_scheduled(spec, 1)
+    Worker.objects.register("dead")
+    Worker.objects.filter(id="dead").update(last_heartbeat_at=ago(hours=1))
+    out = io.StringIO()
+    call_command("ojs_reaper", "--once", stdout=out)
+    assert "promote 1" in out.getvalue() and "workers 0" in out.getvalue()
+    assert Job.objects.get().state == "available"
+    assert not Worker.objects.exists()
+
+
+@pytest.mark.postgres
+def test_two_reapers_side_by_side_never_do_a_row_twice(transactional_db, spec):
+    due_scheduled(spec, 1000)
+    lapsed_active(spec, 1000)
+    for n in range(30):
+        CronJob.objects.register(CronSpec(name=f"cron-{n}", expression="* * * * *", timezone="UTC",
+                                          job_template={"type": "tick", "args": [n], "options": {"queue": "cron"}}))
+    CronJob.objects.update(next_run_at=ago(seconds=1))
+    totals: list[Counter] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def reap() -> None:
+        moved: Counter = Counter()
+        totals.append(moved)
+        reaper = Reaper(batch_size=40)
+        try:
+            start.wait()
+            clock = 0.0
+            while True:
+                clock += 10**6  # every loop is due at every tick
+                tick = reaper.tick(now=clock)
+                moved.update(tick)
+                if not any(tick.values()):
+                    return
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=reap) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not errors
+    both = totals[0] + totals[1]
+    assert (both["promote"], both["leases"], both["cron"]) == (1000, 1000, 30)
+    assert Job.objects.filter(queue="timed", state="available").count() == 1000
+    assert Job.objects.filter(queue="leased", state="available").count() == 1000
+    # Each lapsed lease recorded exactly one error; each schedule fired exactly one job.
+    assert set(Counter(JobError.objects.values_list("job_id", flat=True)).values()) == {1}
+    assert JobError.objects.count() == 1000
+    assert sorted(Job.objects.filter(queue="cron").values_list("cron_name", flat=True)) == sorted(
+        f"cron-{n}" for n in range(30))
