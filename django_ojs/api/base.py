@@ -12,7 +12,7 @@ from uuid6 import uuid7
 from ..errors import Unsupported
 from .auth import ApiKeyAuthentication, HasScope
 from .errors import exception_handler
-from .media import OJSParser, OJSRenderer, PlainJSONParser
+from .media import OJSParser, OJSRenderer, PlainJSONParser, check_string
 
 OJS_VERSION = "1.0"
 _CLIENT_REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
@@ -53,6 +53,10 @@ class OJSView(APIView):
                 details={"supported_versions": [OJS_VERSION]},
             )
         super().initial(request, *args, **kwargs)
+        for name, values in request.query_params.lists():
+            # A NUL in a filter reaches the database driver, which refuses it (a 500).
+            for value in (name, *values):
+                check_string(value, name)
 
     def get_exception_handler(self):
         return exception_handler
