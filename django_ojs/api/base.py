@@ -57,6 +57,11 @@ class OJSView(APIView):
             # A NUL in a filter reaches the database driver, which refuses it (a 500).
             for value in (name, *values):
                 check_string(value, name)
+        if request.method == "POST":
+            # Binding §4.1 and §6.1: every POST body is a JSON object of a
+            # supported media type, also where the view reads none of it
+            # (pause, activate, retry...): parse it before any view acts.
+            self.body()
 
     def get_exception_handler(self):
         return exception_handler
