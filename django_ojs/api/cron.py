@@ -45,8 +45,9 @@ def parse_cron_request(body: Mapping[str, Any]) -> CronSpec:
     if template is None:
         template = {key: body[key] for key in ("type", "args", "meta", "options") if key in body}
     policy = body.get("overlap_policy", "skip")
-    policy = OVERLAP_ALIASES.get(policy, policy)
-    if policy not in OVERLAP_POLICIES:
+    if isinstance(policy, str):
+        policy = OVERLAP_ALIASES.get(policy, policy)
+    if not isinstance(policy, str) or policy not in OVERLAP_POLICIES:
         raise InvalidRequest(
             f"overlap_policy must be one of {', '.join(sorted(OVERLAP_POLICIES))}", field="overlap_policy"
         )

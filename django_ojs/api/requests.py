@@ -87,7 +87,7 @@ def parse_nack(body: Mapping[str, Any]) -> Completion:
 
 def parse_heartbeat(body: Mapping[str, Any]) -> Heartbeat:
     state = body.get("state")
-    if state is not None and state not in WorkerState._value2member_map_:
+    if state is not None and (not isinstance(state, str) or state not in WorkerState._value2member_map_):
         raise InvalidRequest("state must be 'running', 'quiet' or 'terminate'", field="state")
     # The binding's `active_jobs` is an array of ids; the worker protocol's
     # is a count beside `active_job_ids` (README, "Wire compatibility").

@@ -222,7 +222,7 @@ def _classify(
         if state == JobState.ACTIVE and owner in (None, worker_id):
             held[key] = seq
             hint = (meta or {}).get("test_directive")
-            if hint in WorkerState._value2member_map_:
+            if isinstance(hint, str) and hint in WorkerState._value2member_map_:
                 hints.append(WorkerState(hint))
         elif state == JobState.CANCELLED:
             cancelled.append(key)
