@@ -11,6 +11,8 @@ from typing import Any
 from ..conf import ojs_settings
 from ..errors import InvalidRequest
 
+MAX_OFFSET = 10**9
+
 
 @dataclass(frozen=True)
 class Page:
@@ -41,6 +43,9 @@ def page_of(params: Mapping[str, str]) -> Page:
         offset = _int_param(params, "offset", 0)
     if offset < 0:
         raise InvalidRequest("offset must not be negative", field="offset")
+    if offset > MAX_OFFSET:
+        # Beyond it the database refuses the OFFSET itself (bigint out of range).
+        raise InvalidRequest(f"offset must be at most {MAX_OFFSET}", field="offset")
     return Page(limit=limit, offset=offset)
 
 

@@ -23,6 +23,8 @@ from ..core.workers import WorkerInfo
 MAX_WORKER_ID = 255
 MAX_ACTIVE_JOBS = 10_000
 MAX_VISIBILITY_MS = 365 * 86400 * 1000
+# Worker.pid and Worker.concurrency are 32-bit columns on PostgreSQL.
+MAX_STORED_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -117,11 +119,11 @@ def parse_worker_info(body: Mapping[str, Any]) -> WorkerInfo:
     if hostname is not None and (not isinstance(hostname, str) or len(hostname) > 255):
         raise InvalidRequest("hostname must be a string of at most 255 characters", field="hostname")
     pid = body.get("pid")
-    if pid is not None and (not _is_int(pid) or pid < 0):
-        raise InvalidRequest("pid must be a non-negative integer", field="pid")
+    if pid is not None and (not _is_int(pid) or not 0 <= pid <= MAX_STORED_INT):
+        raise InvalidRequest(f"pid must be an integer from 0 to {MAX_STORED_INT}", field="pid")
     concurrency = body.get("concurrency")
-    if concurrency is not None and (not _is_int(concurrency) or concurrency < 1):
-        raise InvalidRequest("concurrency must be a positive integer", field="concurrency")
+    if concurrency is not None and (not _is_int(concurrency) or not 1 <= concurrency <= MAX_STORED_INT):
+        raise InvalidRequest(f"concurrency must be an integer from 1 to {MAX_STORED_INT}", field="concurrency")
     queues = body.get("queues")
     if queues is not None:
         if not isinstance(queues, list):

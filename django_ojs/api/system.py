@@ -18,6 +18,7 @@ from .base import OJS_VERSION, OJSView
 STARTED = time.monotonic()
 BACKENDS = {"postgresql": "postgres", "sqlite": "sqlite"}
 MAX_EVENTS = 1000
+MAX_CURSOR = 2**63 - 1  # the event sequence is a bigint
 
 
 class HealthView(OJSView):
@@ -113,7 +114,9 @@ class EventListView(OJSView):
         events = Event.objects.order_by("seq")
         after = params.get("after") or params.get("cursor")
         if after:
-            if not after.isdigit():
+            # isdigit() alone also accepts "²" and other digits int() refuses;
+            # a cursor past the 64-bit sequence overflows the query.
+            if not (after.isascii() and after.isdigit()) or int(after) > MAX_CURSOR:
                 raise InvalidRequest("after must be the cursor of a previous page", field="after")
             events = events.filter(seq__gt=int(after))
         for name, column in (("queues", "queue"), ("job_types", "data__job_type")):
