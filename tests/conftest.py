@@ -43,8 +43,31 @@ def ojs(settings):
     ojs_settings.reload()
 
 
+ERROR_KEYS = {"code", "message", "retryable", "details", "request_id", "hint", "docs_url"}
+
+
+def check_binding_response(response) -> None:
+    """What every OJS response must carry (binding §6.5, §16; AUDIT §2.3).
+
+    Headers on every response; the error body on every error; never a 500.
+    """
+    assert response.status_code < 500, response.content[:500]
+    assert response["OJS-Version"] == "1.0"
+    assert response["X-Request-Id"]
+    if response.content:
+        assert response["Content-Type"] == ojs_settings.RESPONSE_MEDIA_TYPE
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert ERROR_KEYS <= set(error), error
+        assert error["request_id"] == response["X-Request-Id"]
+        assert isinstance(error["retryable"], bool)
+
+
 class OJSClient:
-    """A DRF test client speaking the binding's media type, with an API key."""
+    """A DRF test client speaking the binding's media type, with an API key.
+
+    Every response is checked with ``check_binding_response``.
+    """
 
     def __init__(self, key: str | None):
         self.client = APIClient()
@@ -57,7 +80,9 @@ class OJSClient:
             import json
 
             kwargs = {"data": json.dumps(body), "content_type": MEDIA_TYPE}
-        return getattr(self.client, method)(path, **kwargs, **extra)
+        response = getattr(self.client, method)(path, **kwargs, **extra)
+        check_binding_response(response)
+        return response
 
     def get(self, path: str, **extra: Any):
         return self._send("get", path, **extra)
@@ -67,6 +92,12 @@ class OJSClient:
 
     def delete(self, path: str, **extra: Any):
         return self._send("delete", path, **extra)
+
+    def post_raw(self, path: str, data: bytes | str, content_type: str = MEDIA_TYPE, **extra: Any):
+        """POST a body exactly as given (malformed JSON, other media types)."""
+        response = self.client.generic("POST", path, data, content_type=content_type, **extra)
+        check_binding_response(response)
+        return response
 
 
 @pytest.fixture

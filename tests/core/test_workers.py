@@ -117,6 +117,13 @@ def test_meta_test_directive_steers_the_reply_only_with_test_hooks(claim, ojs):
     assert Worker.objects.beat("w1", active_job_ids=[str(job.id)]).directive == WorkerState.TERMINATE
 
 
+@pytest.mark.parametrize("hint", [["quiet"], {"state": "quiet"}, 3, "dance"])
+def test_a_malformed_test_directive_is_ignored(claim, ojs, hint):
+    job = claim("w1", meta={"test_directive": hint})
+    ojs(TEST_HOOKS=True)
+    assert Worker.objects.beat("w1", active_job_ids=[str(job.id)]).directive == WorkerState.RUNNING
+
+
 def _blocked_on_a_lock() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(

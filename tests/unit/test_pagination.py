@@ -55,6 +55,8 @@ def test_a_forged_cursor_is_refused(cursor):
     ({"offset": "-1"}, "offset"),
     ({"offset": "1.5"}, "offset"),
     ({"cursor": "garbage"}, "cursor"),
+    ({"offset": str(10**9 + 1)}, "offset"),
+    ({"cursor": encode_cursor(10**30)}, "offset"),
 ])
 def test_bad_page_parameters_name_their_field(params, field):
     with pytest.raises(InvalidRequest) as raised:

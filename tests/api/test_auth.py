@@ -1,0 +1,139 @@
+"""API keys and scopes (ojs-http-binding §5): 401, 403, revocation, open mode."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from django_ojs.failure import Failure
+from django_ojs.models import ApiKey, Job, Queue
+from tests.conftest import OJSClient
+
+UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+
+
+def error_of(response):
+    return response.json()["error"]
+
+
+@pytest.mark.parametrize("header", [None, "Bearer ojs_not_a_key", "Bearer ", "Basic dXNlcjpwYXNz", "ojs_bare"])
+def test_a_missing_or_bad_key_is_401_with_www_authenticate(db, header):
+    client = OJSClient(None)
+    extra = {"HTTP_AUTHORIZATION": header} if header is not None else {}
+    response = client.post("/ojs/v1/jobs", {"type": "a", "args": []}, **extra)
+    assert response.status_code == 401
+    assert error_of(response)["code"] == "unauthenticated"
+    assert response["WWW-Authenticate"] == 'Bearer realm="ojs"'
+    assert not Job.objects.exists()
+
+
+def test_a_revoked_key_is_401(db):
+    key, secret = ApiKey.objects.issue("old", ["admin"])
+    ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+    assert OJSClient(secret).get("/ojs/v1/queues").status_code == 401
+
+
+def test_the_bearer_scheme_is_case_insensitive(db):
+    _, secret = ApiKey.objects.issue("k", ["read"])
+    client = OJSClient(None)
+    assert client.get("/ojs/v1/queues", HTTP_AUTHORIZATION=f"bearer {secret}").status_code == 200
+
+
+# (scope of the key, method, path, body) -> 403 and nothing changes.
+FORBIDDEN = [
+    ("worker", "delete", f"/ojs/v1/dead-letter/{UNKNOWN}", None),
+    ("worker", "post", f"/ojs/v1/dead-letter/{UNKNOWN}/retry", {}),
+    ("worker", "post", "/ojs/v1/queues/default/pause", {}),
+    ("worker", "post", "/ojs/v1/queues/default/resume", {}),
+    ("worker", "post", "/ojs/v1/cron", {"name": "c"}),
+    ("worker", "post", "/ojs/v1/jobs", {"type": "a", "args": []}),
+    ("enqueue", "post", "/ojs/v1/workers/fetch", {"queues": ["default"]}),
+    ("enqueue", "post", "/ojs/v1/workers/ack", {"job_id": UNKNOWN}),
+    ("enqueue", "post", "/ojs/v1/workers/heartbeat", {"worker_id": "w"}),
+    ("enqueue", "delete", "/ojs/v1/cron/c", None),
+    ("read", "post", "/ojs/v1/jobs", {"type": "a", "args": []}),
+    ("read", "post", "/ojs/v1/jobs/batch", {"jobs": [{"type": "a", "args": []}]}),
+    ("read", "delete", f"/ojs/v1/jobs/{UNKNOWN}", None),
+    ("read", "post", "/ojs/v1/workers/nack", {"job_id": UNKNOWN}),
+    ("admin", "post", "/ojs/v1/queues/Bad_Name/pause", None),  # admin passes auth: 400, not 403
+]
+
+
+@pytest.mark.parametrize(("scope", "method", "path", "body"), FORBIDDEN)
+def test_a_key_without_the_operations_scope_is_403(make_client, scope, method, path, body):
+    client = make_client(scope)
+    response = client.post(path, body) if method == "post" else client.delete(path)
+    if scope == "admin":
+        assert response.status_code == 400
+        return
+    assert response.status_code == 403
+    error = error_of(response)
+    assert error["code"] == "forbidden"
+    assert error["details"]["key_scopes"] == [scope]
+    assert not Job.objects.exists() and not Queue.objects.filter(paused=True).exists()
+
+
+def test_a_worker_key_cannot_purge_the_dead_letter_but_an_admin_key_can(make_client, claim):
+    job = claim(options={"retry": {"max_attempts": 1}})
+    Job.objects.fail(job.id, Failure(type="E", message=""))
+    assert make_client("worker").delete(f"/ojs/v1/dead-letter/{job.id}").status_code == 403
+    assert Job.objects.filter(pk=job.pk).exists()
+    assert make_client("admin").delete(f"/ojs/v1/dead-letter/{job.id}").status_code == 200
+
+
+@pytest.mark.parametrize("scope", ["read", "enqueue", "worker", "admin"])
+def test_every_scope_may_read(make_client, scope):
+    client = make_client(scope)
+    for path in ("/ojs/v1/queues", "/ojs/v1/dead-letter", "/ojs/v1/cron", "/ojs/v1/events",
+                 "/ojs/v1/queues/default/stats"):
+        assert client.get(path).status_code == 200, path
+
+
+def test_a_key_with_two_scopes_can_enqueue_and_work(make_client):
+    client = make_client("enqueue", "worker")
+    job_id = client.post("/ojs/v1/jobs", {"type": "a", "args": []}).json()["job"]["id"]
+    assert client.post("/ojs/v1/workers/fetch", {"queues": ["default"]}).json()["jobs"][0]["id"] == job_id
+
+
+def test_with_auth_not_required_the_api_is_open(db, ojs):
+    ojs(AUTH_REQUIRED=False)
+    client = OJSClient(None)
+    assert client.post("/ojs/v1/jobs", {"type": "a", "args": []}).status_code == 201
+    assert client.post("/ojs/v1/queues/default/pause").status_code == 200
+    # A bad key is not an error either: nothing is checked.
+    assert client.get("/ojs/v1/queues", HTTP_AUTHORIZATION="Bearer nonsense").status_code == 200
+
+
+def test_last_used_at_is_refreshed_at_most_once_a_minute(db):
+    key, secret = ApiKey.objects.issue("k", ["read"])
+    client = OJSClient(secret)
+    client.get("/ojs/v1/queues")
+    first = ApiKey.objects.get(pk=key.pk).last_used_at
+    assert first is not None and timezone.now() - first < dt.timedelta(minutes=1)
+    client.get("/ojs/v1/queues")
+    assert ApiKey.objects.get(pk=key.pk).last_used_at == first
+    stale = timezone.now() - dt.timedelta(minutes=5)
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=stale)
+    client.get("/ojs/v1/queues")
+    assert ApiKey.objects.get(pk=key.pk).last_used_at > stale + dt.timedelta(minutes=4)
+
+
+def test_keys_are_stored_hashed(db):
+    key, secret = ApiKey.objects.issue("k", ["worker"])
+    stored = ApiKey.objects.get(pk=key.pk)
+    assert secret not in (stored.key_hash, stored.prefix) and secret.startswith(stored.prefix)
+    assert ApiKey.objects.authenticate(secret) == stored
+
+
+def test_the_management_command_issues_a_working_key(db):
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("ojs_create_api_key", "ci", "--scope", "worker", "--quiet", stdout=out)
+    secret = out.getvalue().strip()
+    assert OJSClient(secret).post("/ojs/v1/workers/fetch", {"queues": ["default"]}).status_code == 200
+    assert OJSClient(secret).post("/ojs/v1/jobs", {"type": "a", "args": []}).status_code == 403

@@ -1,0 +1,326 @@
+"""FETCH, ACK, NACK, heartbeat, register and deregister over HTTP (ojs-http-binding §10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_ojs.models import Job, Worker
+from django_ojs.states import WorkerState
+from tests.helpers import ago, reload, update
+
+UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+
+
+def error_of(response):
+    return response.json()["error"]
+
+
+# --- FETCH ------------------------------------------------------------------------------
+
+
+def test_fetch_claims_a_job_for_the_worker(api, push):
+    job = push(args=["x"], options={"queue": "email"})
+    response = api.post("/ojs/v1/workers/fetch", {"queues": ["email"], "worker_id": "w1"})
+    assert response.status_code == 200
+    body = response.json()
+    [fetched] = body["jobs"]
+    assert body["job"] == fetched
+    assert (fetched["id"], fetched["state"], fetched["attempt"], fetched["worker_id"]) == (
+        str(job.id), "active", 1, "w1")
+    assert fetched["started_at"] and fetched["visibility_deadline"]
+
+
+def test_fetch_of_an_empty_queue_is_200_with_no_jobs(api):
+    response = api.post("/ojs/v1/workers/fetch", {"queues": ["default"]})
+    assert (response.status_code, response.json()) == (200, {"jobs": []})
+
+
+def test_fetch_honours_count_queue_order_and_a_single_queue_name(api, push):
+    for queue in ("b", "a", "a"):
+        push(options={"queue": queue})
+    body = api.post("/ojs/v1/workers/fetch", {"queues": ["a", "b"], "count": 5}).json()
+    assert [job["queue"] for job in body["jobs"]] == ["a", "a", "b"]
+    push(options={"queue": "solo"})
+    assert len(api.post("/ojs/v1/workers/fetch", {"queues": "solo"}).json()["jobs"]) == 1
+
+
+def test_fetch_honours_the_visibility_timeout_asked_for(api, push):
+    job = push()
+    api.post("/ojs/v1/workers/fetch", {"queues": ["default"], "visibility_timeout_ms": 4000})
+    stored = reload(job)
+    assert (stored.lease_expires_at - stored.started_at).total_seconds() == 4
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "queues"),
+        ({"queues": []}, "queues"),
+        ({"queues": {"a": 1}}, "queues"),
+        ({"queues": ["Bad Queue"]}, "queues[0]"),
+        ({"queues": ["ok", 5]}, "queues[1]"),
+        ({"queues": ["ok"], "count": 0}, "count"),
+        ({"queues": ["ok"], "count": 1001}, "count"),
+        ({"queues": ["ok"], "count": "5"}, "count"),
+        ({"queues": ["ok"], "count": True}, "count"),
+        ({"queues": ["ok"], "visibility_timeout_ms": 0}, "visibility_timeout_ms"),
+        ({"queues": ["ok"], "visibility_timeout_ms": 1.5}, "visibility_timeout_ms"),
+        ({"queues": ["ok"], "visibility_timeout_ms": 10**15}, "visibility_timeout_ms"),
+        ({"queues": ["ok"], "worker_id": ""}, "worker_id"),
+        ({"queues": ["ok"], "worker_id": 7}, "worker_id"),
+        ({"queues": ["ok"], "worker_id": "w" * 256}, "worker_id"),
+    ],
+)
+def test_fetch_validates_its_fields_and_claims_nothing(api, push, body, field):
+    job = push(options={"queue": "ok"})
+    response = api.post("/ojs/v1/workers/fetch", body)
+    assert response.status_code == 400
+    assert error_of(response)["details"]["field"] == field
+    assert reload(job).state == "available"
+
+
+# --- ACK -------------------------------------------------------------------------------------
+
+
+def test_ack_completes_the_job(api, claim):
+    job = claim("w1")
+    response = api.post("/ojs/v1/workers/ack", {"job_id": str(job.id), "worker_id": "w1", "result": {"n": 1}})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["acknowledged"], body["id"], body["job_id"], body["state"]) == (
+        True, str(job.id), str(job.id), "completed")
+    assert body["completed_at"] == body["job"]["completed_at"]
+    assert body["job"]["result"] == {"n": 1}
+
+
+def test_ack_accepts_id_as_an_alias_of_job_id(api, claim):
+    job = claim()
+    assert api.post("/ojs/v1/workers/ack", {"id": str(job.id)}).status_code == 200
+
+
+@pytest.mark.parametrize("state", ["available", "completed"])
+def test_ack_of_a_job_that_is_not_active_is_409_with_its_state(api, push, claim, state):
+    job = push() if state == "available" else claim()
+    if state == "completed":
+        Job.objects.ack(job.id)
+    response = api.post("/ojs/v1/workers/ack", {"job_id": str(job.id)})
+    assert response.status_code == 409
+    error = error_of(response)
+    assert (error["code"], error["retryable"], error["details"]["current_state"]) == ("conflict", False, state)
+
+
+def test_ack_by_a_worker_that_does_not_hold_the_lease_is_409(api, claim):
+    job = claim("owner")
+    response = api.post("/ojs/v1/workers/ack", {"job_id": str(job.id), "worker_id": "intruder"})
+    assert response.status_code == 409
+    assert error_of(response)["details"]["current_state"] == "active"
+    assert reload(job).state == "active"
+
+
+def test_ack_for_an_older_attempt_is_409(api, claim):
+    job = update(claim("w1"), lease_expires_at=ago(seconds=1))
+    Job.objects.requeue_lapsed(10)
+    Job.objects.fetch([job.queue], worker_id="w1")
+    response = api.post("/ojs/v1/workers/ack", {"job_id": str(job.id), "worker_id": "w1", "attempt": 1})
+    assert response.status_code == 409
+    assert api.post("/ojs/v1/workers/ack", {"job_id": str(job.id), "worker_id": "w1", "attempt": 2}).status_code == 200
+
+
+def test_ack_of_an_unknown_job_is_404(api):
+    assert api.post("/ojs/v1/workers/ack", {"job_id": UNKNOWN}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({}, "job_id"), ({"job_id": "nope"}, "job_id"), ({"job_id": 5}, "job_id"),
+     ({"job_id": UNKNOWN, "worker_id": 5}, "worker_id"), ({"job_id": UNKNOWN, "attempt": 0}, "attempt"),
+     ({"job_id": UNKNOWN, "attempt": "1"}, "attempt")],
+)
+def test_ack_validates_its_fields(api, body, field):
+    response = api.post("/ojs/v1/workers/ack", body)
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, field)
+
+
+# --- NACK ---------------------------------------------------------------------------------
+
+
+def nack(api, job, **body):
+    return api.post("/ojs/v1/workers/nack", {"job_id": str(job.id), **body})
+
+
+def test_nack_with_attempts_left_answers_when_the_job_will_retry(api, claim):
+    job = claim("w1", options={"retry": {"max_attempts": 3, "jitter": False, "initial_interval": "PT2S"}})
+    response = nack(api, job, worker_id="w1", error={"code": "handler_error", "message": "boom", "retryable": True})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["state"], body["attempt"], body["max_attempts"], body["retry_delay_ms"]) == (
+        "retryable", 1, 3, 2000)
+    assert body["next_attempt_at"] == body["next_retry_at"] == body["job"]["next_attempt_at"]
+    assert body["job"]["error"]["code"] == "handler_error"
+
+
+def test_nack_on_the_last_attempt_answers_discarded(api, claim):
+    job = claim(options={"retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}})
+    body = nack(api, job, error={"code": "handler_error", "message": "boom"}).json()
+    assert (body["state"], body["dead_letter"]) == ("discarded", True)
+    assert body["discarded_at"] and body["completed_at"]
+    assert "retry_delay_ms" not in body
+
+
+def test_nack_with_requeue_releases_the_job_at_once(api, claim):
+    job = claim("w1", options={"retry": {"max_attempts": 1}})
+    body = nack(api, job, requeue=True, error={"code": "cancelled", "message": "shutdown", "retryable": False}).json()
+    assert (body["state"], body["attempt"]) == ("available", 1)
+    assert reload(job).releases == 1
+
+
+def test_nack_keeps_the_error_history(api, claim):
+    job = claim(options={"retry": {"max_attempts": 3}})
+    nack(api, job, error={"code": "handler_error", "message": "first", "details": {"host": "smtp"}})
+    [entry] = api.get(f"/ojs/v1/jobs/{job.id}").json()["job"]["errors"]
+    assert (entry["attempt"], entry["code"], entry["message"], entry["details"]) == (
+        1, "handler_error", "first", {"host": "smtp"})
+
+
+def test_nack_of_a_job_that_is_not_active_is_409(api, push):
+    job = push()
+    response = nack(api, job, error={"code": "x", "message": ""})
+    assert (response.status_code, error_of(response)["details"]["current_state"]) == (409, "available")
+
+
+def test_nack_by_a_worker_that_does_not_hold_the_lease_is_409(api, claim):
+    job = claim("owner")
+    assert nack(api, job, worker_id="intruder", error={"code": "x", "message": ""}).status_code == 409
+    assert reload(job).state == "active"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"error": "boom"}, "error"), ({"error": {"message": 5}}, "error.message"),
+     ({"error": {"retryable": "no"}}, "error.retryable"), ({"requeue": "yes"}, "requeue"),
+     ({"error": {"backtrace": [1]}}, "error.backtrace")],
+)
+def test_nack_validates_its_fields_and_changes_nothing(api, claim, body, field):
+    job = claim()
+    response = nack(api, job, **body)
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, field)
+    assert reload(job).state == "active"
+
+
+# --- heartbeat ---------------------------------------------------------------------------
+
+
+def test_a_heartbeat_answers_running_and_extends_the_listed_jobs(api, claim):
+    job = update(claim("w1"), lease_expires_at=ago(seconds=1))
+    response = api.post("/ojs/v1/workers/heartbeat", {"worker_id": "w1", "active_jobs": [str(job.id)]})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["state"], body["directive"], body["jobs_extended"]) == ("running", "", [str(job.id)])
+    assert (body["jobs_cancelled"], body["jobs_lost"]) == ([], [])
+    assert body["server_time"].endswith("Z")
+    assert (body["heartbeat_interval"], body["heartbeat_timeout"]) == (5, 30)
+    assert reload(job).lease_expires_at > reload(job).started_at
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"state": "running", "active_jobs": 1, "active_job_ids": ["{id}"]},
+        {"active_job_ids": ["{id}"]},
+        {"job_id": "{id}"},
+    ],
+)
+def test_a_heartbeat_accepts_the_worker_protocols_shape_too(api, claim, body):
+    job = claim("w1")
+    body = {k: ([str(job.id)] if isinstance(v, list) else str(job.id) if v == "{id}" else v) for k, v in body.items()}
+    reply = api.post("/ojs/v1/workers/heartbeat", {"worker_id": "w1", **body}).json()
+    assert reply["jobs_extended"] == [str(job.id)]
+
+
+@pytest.mark.parametrize("directive", ["quiet", "terminate"])
+def test_a_heartbeat_answers_the_operators_directive(api, directive):
+    Worker.objects.register("w1")
+    Worker.objects.set_directive(["w1"], WorkerState(directive))
+    body = api.post("/ojs/v1/workers/heartbeat", {"worker_id": "w1"}).json()
+    assert (body["state"], body["directive"]) == (directive, directive)
+
+
+def test_the_test_directive_hook_only_works_with_test_hooks_on(api, push, ojs):
+    job = push(options={"metadata": {"test_directive": "quiet"}})
+    api.post("/ojs/v1/workers/fetch", {"queues": ["default"], "worker_id": "w1"})
+    beat = {"worker_id": "w1", "active_jobs": [str(job.id)]}
+    assert api.post("/ojs/v1/workers/heartbeat", beat).json()["state"] == "running"
+    ojs(TEST_HOOKS=True)
+    assert api.post("/ojs/v1/workers/heartbeat", beat).json()["state"] == "quiet"
+
+
+def test_a_heartbeat_registers_an_unknown_worker_with_what_it_says(api):
+    api.post("/ojs/v1/workers/heartbeat", {"worker_id": "w-new", "hostname": "h1", "pid": 12, "queues": ["q"],
+                                           "concurrency": 4, "labels": ["canary"],
+                                           "started_at": "2026-01-01T00:00:00Z"})
+    worker = Worker.objects.get(id="w-new")
+    assert (worker.hostname, worker.pid, worker.queues, worker.concurrency, worker.labels) == (
+        "h1", 12, ["q"], 4, ["canary"])
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "worker_id"),
+        ({"worker_id": ""}, "worker_id"),
+        ({"worker_id": "w", "state": "sleeping"}, "state"),
+        ({"worker_id": "w", "active_jobs": "abc"}, "active_jobs"),
+        ({"worker_id": "w", "active_jobs": ["not-a-uuid"]}, "active_jobs[0]"),
+        ({"worker_id": "w", "active_job_ids": 3}, "active_job_ids"),
+        ({"worker_id": "w", "visibility_timeout_ms": -1}, "visibility_timeout_ms"),
+        ({"worker_id": "w", "pid": -1}, "pid"),
+        ({"worker_id": "w", "concurrency": 0}, "concurrency"),
+        ({"worker_id": "w", "queues": ["Bad"]}, "queues[0]"),
+        ({"worker_id": "w", "labels": [1]}, "labels"),
+        ({"worker_id": "w", "started_at": "2026-01-01T00:00:00"}, "started_at"),
+        ({"worker_id": "w", "hostname": ["h"]}, "hostname"),
+    ],
+)
+def test_a_heartbeat_validates_its_fields_and_records_nothing(api, body, field):
+    response = api.post("/ojs/v1/workers/heartbeat", body)
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, field)
+    assert not Worker.objects.exists()
+
+
+# --- register / deregister -------------------------------------------------------------
+
+
+def test_register_answers_the_server_settings(api):
+    response = api.post("/ojs/v1/workers/register", {"worker_id": "w1", "hostname": "h", "pid": 1,
+                                                     "queues": ["default"], "concurrency": 10})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["ok"], body["worker_id"], body["heartbeat_interval"], body["heartbeat_timeout"],
+            body["visibility_timeout_default"]) == (True, "w1", 5, 30, 1800)
+    assert Worker.objects.get(id="w1").hostname == "h"
+
+
+def test_register_needs_a_worker_id(api):
+    assert api.post("/ojs/v1/workers/register", {"hostname": "h"}).status_code == 400
+
+
+def test_deregister_recovers_the_workers_jobs(api, claim):
+    api.post("/ojs/v1/workers/register", {"worker_id": "w1"})
+    job = claim("w1")
+    body = api.post("/ojs/v1/workers/deregister", {"worker_id": "w1"}).json()
+    assert (body["ok"], body["deregistered"]) == (True, True)
+    assert reload(job).state == "available"
+    assert not Worker.objects.exists()
+    assert api.post("/ojs/v1/workers/deregister", {"worker_id": "w1"}).json()["deregistered"] is False
+
+
+def test_deregister_needs_a_worker_id(api):
+    assert api.post("/ojs/v1/workers/deregister", {}).status_code == 400
+
+
+def test_a_full_worker_round_trip_over_http(api):
+    """FETCH without worker_id, then ACK without it: what the official SDKs send."""
+    job_id = api.post("/ojs/v1/jobs", {"type": "a", "args": []}).json()["job"]["id"]
+    assert api.post("/ojs/v1/workers/fetch", {"queues": ["default"]}).json()["jobs"][0]["id"] == job_id
+    assert api.post("/ojs/v1/workers/ack", {"job_id": job_id}).json()["state"] == "completed"
+    assert api.get(f"/ojs/v1/jobs/{job_id}").json()["job"]["state"] == "completed"
