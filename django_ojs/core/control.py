@@ -55,22 +55,24 @@ class ControlMixin:
         error history (the ``errors`` rows) for the next post-mortem, so only
         the current ``error`` is cleared.
         """
-        job = self._move(
-            job_id,
-            Move.RESURRECT,
-            attempt=0,
-            releases=0,
-            enqueued_at=TxNow(),
-            started_at=None,
-            completed_at=None,
-            finished_at=None,
-            error=None,
-            result=None,
-            retry_delay_ms=None,
-            dead_letter=False,
-            missing="dead letter job",
-        )
-        events.record([events.job_event("job.enqueued", job, job.enqueued_at, retried_from_dead_letter=True)])
+        # One transaction for the move and its event (DESIGN invariant 9).
+        with transaction.atomic():
+            job = self._move(
+                job_id,
+                Move.RESURRECT,
+                attempt=0,
+                releases=0,
+                enqueued_at=TxNow(),
+                started_at=None,
+                completed_at=None,
+                finished_at=None,
+                error=None,
+                result=None,
+                retry_delay_ms=None,
+                dead_letter=False,
+                missing="dead letter job",
+            )
+            events.record([events.job_event("job.enqueued", job, job.enqueued_at, retried_from_dead_letter=True)])
         return job
 
     def discard(self, job_id: Any) -> Job:
