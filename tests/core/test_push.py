@@ -145,7 +145,6 @@ def test_a_duplicate_inside_a_caller_transaction_leaves_the_transaction_usable(p
     assert Job.objects.filter(type="after.duplicate").count() == 1
 
 
-@pytest.mark.postgres
 def test_two_concurrent_pushes_of_one_id_store_it_once(transactional_db, spec):
     outcomes: list[str] = []
     start = threading.Barrier(2)

@@ -98,7 +98,6 @@ def test_the_management_command_runs_every_loop_once(transactional_db, spec):
     assert not Worker.objects.exists()
 
 
-@pytest.mark.postgres
 def test_two_reapers_side_by_side_never_do_a_row_twice(transactional_db, spec):
     due_scheduled(spec, 1000)
     lapsed_active(spec, 1000)
