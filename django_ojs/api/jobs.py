@@ -51,7 +51,8 @@ class BatchView(OJSView):
         sizes = None
         # Only a body larger than one envelope can hold an oversized job.
         if getattr(self, "body_size", 0) > envelope_limit and isinstance(body.get("jobs"), list):
-            sizes = [len(json.dumps(job, separators=(",", ":")).encode()) for job in body["jobs"]]
+            # As sent: UTF-8, not \uXXXX escapes, which triple non-ASCII text.
+            sizes = [len(json.dumps(job, separators=(",", ":"), ensure_ascii=False).encode()) for job in body["jobs"]]
         specs = parse_batch(
             body,
             max_jobs=ojs_settings.MAX_BATCH_SIZE,
