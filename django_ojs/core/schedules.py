@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
 
+from ..conf import ojs_settings
 from ..cron import CronError, parse_schedule, validate_timezone
 from ..durations import format_timestamp
 from ..envelope import parse_job
 from ..errors import InvalidRequest, NotFound, OJSError
+from ..retry import parse_policy
 from ..states import TERMINAL
 from . import events
 from .clock import TxNow, db_now
@@ -143,7 +145,13 @@ class CronJobManager(models.Manager):
 
     @staticmethod
     def _job_spec(cron: CronJob, occurrence: dt.datetime):
-        spec = parse_job(cron.job_template, path="job_template.")
+        # The project's defaults, as for a job pushed over HTTP (api/jobs.py).
+        spec = parse_job(
+            cron.job_template,
+            path="job_template.",
+            default_queue=ojs_settings.DEFAULT_QUEUE,
+            default_retry=parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+        )
         spec.cron_name = cron.name
         # ojs-cron §6.3: the triggered job names its schedule in its metadata.
         spec.meta = {**spec.meta, "cron_name": cron.name, "cron_triggered_at": format_timestamp(occurrence)}
