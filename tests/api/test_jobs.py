@@ -227,6 +227,17 @@ def test_a_batch_holding_one_oversized_job_is_413(api):
     assert not Job.objects.exists()
 
 
+def test_a_batch_measures_each_job_in_utf_8_as_a_single_push_does(api):
+    # 400 kB as UTF-8 (1.2 MB if escaped as \u00e9): under the 1 MiB envelope limit.
+    job = {"type": "a", "args": ["é" * 200_000]}
+    utf8 = {"ensure_ascii": False}
+    assert api.post_raw("/ojs/v1/jobs", json.dumps(job, **utf8).encode()).status_code == 201
+    batch = json.dumps({"jobs": [job, job, job]}, **utf8).encode()
+    assert len(batch) > 1024 * 1024
+    assert api.post_raw("/ojs/v1/jobs/batch", batch).status_code == 201
+    assert Job.objects.count() == 4
+
+
 @pytest.mark.parametrize("body", [{}, {"jobs": []}, {"jobs": {"type": "a"}}, {"jobs": [["a"]]}])
 def test_a_batch_needs_an_array_of_jobs(api, body):
     assert api.post("/ojs/v1/jobs/batch", body).status_code == 400

@@ -140,6 +140,13 @@ def test_ack_many_completes_held_leases_and_refuses_lost_ones(claim):
     assert reload(reaped).state == "available"
 
 
+@pytest.mark.parametrize("result", ["text", "", 0, False, [1], {"a": None}])
+def test_ack_many_stores_any_json_result(claim, result):
+    job = claim("w1")
+    Job.objects.ack_many([(job.id, Lease(worker_id="w1"), result)])
+    assert reload(job).result == result
+
+
 def test_ack_many_refuses_an_older_attempt(claim):
     job = claim("w1")
     done, refused = Job.objects.ack_many([(job.id, Lease(worker_id="w1", attempt=0), None)])

@@ -130,6 +130,14 @@ def test_a_template_that_no_longer_validates_does_not_stop_other_schedules(regis
     assert broken.next_run_at > db_now()
 
 
+def test_fired_jobs_get_the_projects_defaults_like_pushed_ones(register, ojs):
+    ojs(DEFAULT_RETRY={"max_attempts": 7}, DEFAULT_QUEUE="main")
+    make_due(register(job_template={"type": "a", "args": []}))
+    CronJob.objects.fire_due(10)
+    job = Job.objects.get()
+    assert (job.queue, job.max_attempts) == ("main", 7)
+
+
 def test_registering_again_updates_the_schedule(register):
     register(expression="0 0 1 1 *")
     cron, created = CronJob.objects.register(CronSpec(
