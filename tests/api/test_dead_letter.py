@@ -7,8 +7,6 @@ import pytest
 from django_ojs.failure import Failure
 from django_ojs.models import Job, JobError
 
-UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
-
 
 @pytest.fixture
 def discard(claim):
@@ -66,7 +64,6 @@ def test_get_shows_one_dead_letter_job(api, discard):
 
 def test_get_of_a_job_outside_the_dead_letter_is_404(api, push):
     assert api.get(f"/ojs/v1/dead-letter/{push().id}").status_code == 404
-    assert api.get(f"/ojs/v1/dead-letter/{UNKNOWN}").status_code == 404
 
 
 def test_retry_requeues_with_fresh_attempts(api, discard):
@@ -84,10 +81,6 @@ def test_retry_of_a_job_that_is_not_discarded_is_409(api, push):
     response = api.post(f"/ojs/v1/dead-letter/{push().id}/retry")
     assert response.status_code == 409
     assert response.json()["error"]["details"]["current_state"] == "available"
-
-
-def test_retry_of_an_unknown_job_is_404(api):
-    assert api.post(f"/ojs/v1/dead-letter/{UNKNOWN}/retry").status_code == 404
 
 
 def test_delete_purges_the_job_and_its_history(api, discard):

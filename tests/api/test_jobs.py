@@ -262,11 +262,6 @@ def test_info_of_a_job_without_errors_has_an_empty_history(api, push):
     assert api.get(f"/ojs/v1/jobs/{push().id}").json()["job"]["errors"] == []
 
 
-def test_info_of_an_unknown_job_is_404(api):
-    response = api.get(f"/ojs/v1/jobs/{JOB_ID}")
-    assert (response.status_code, error_of(response)["code"]) == (404, "not_found")
-
-
 def test_info_with_a_malformed_id_is_400(api):
     response = api.get("/ojs/v1/jobs/not-a-uuid")
     assert (response.status_code, error_of(response)["details"]["field"]) == (400, "id")
@@ -304,10 +299,6 @@ def test_cancel_of_a_finished_job_is_200_and_changes_nothing(api, claim):
     assert "previous_state" not in body
 
 
-def test_cancel_of_an_unknown_job_is_404(api):
-    assert api.delete(f"/ojs/v1/jobs/{JOB_ID}").status_code == 404
-
-
 # --- ACTIVATE ------------------------------------------------------------------------
 
 
@@ -326,7 +317,3 @@ def test_activate_of_a_job_that_is_not_pending_is_409_with_its_state(api, push):
     assert response.status_code == 409
     error = error_of(response)
     assert (error["code"], error["details"]["current_state"]) == ("conflict", "available")
-
-
-def test_activate_of_an_unknown_job_is_404(api):
-    assert api.post(f"/ojs/v1/jobs/{JOB_ID}/activate").status_code == 404

@@ -152,6 +152,25 @@ def test_request_ids_are_unique(api):
     assert len(ids) == 5
 
 
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("get", "/ojs/v1/jobs/{}", None),
+    ("delete", "/ojs/v1/jobs/{}", None),
+    ("post", "/ojs/v1/jobs/{}/activate", None),
+    ("post", "/ojs/v1/workers/ack", {"job_id": "{}"}),
+    ("post", "/ojs/v1/workers/nack", {"job_id": "{}", "error": {"code": "x", "message": ""}}),
+    ("get", "/ojs/v1/dead-letter/{}", None),
+    ("post", "/ojs/v1/dead-letter/{}/retry", None),
+    ("delete", "/ojs/v1/dead-letter/{}", None),
+])
+def test_every_endpoint_naming_an_unknown_job_answers_404(api, method, path, body):
+    if body is not None:
+        body = {k: v.format(UNKNOWN) if isinstance(v, str) else v for k, v in body.items()}
+    send = getattr(api, method)
+    response = send(path.format(UNKNOWN), body) if method == "post" else send(path.format(UNKNOWN))
+    error = response.json()["error"]
+    assert (response.status_code, error["code"], error["details"]["resource_id"]) == (404, "not_found", UNKNOWN)
+
+
 def test_error_bodies_carry_every_field_of_the_binding(api):
     error = api.get(f"/ojs/v1/jobs/{UNKNOWN}").json()["error"]
     assert error["code"] == "not_found" and error["retryable"] is False

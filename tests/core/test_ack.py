@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from django_ojs.core.outcome import Lease
-from django_ojs.errors import InvalidTransition, NotFound
+from django_ojs.errors import InvalidTransition
 from django_ojs.failure import Failure
 from django_ojs.models import Job
 from tests.helpers import ago, reload, row, update
@@ -107,11 +107,6 @@ def test_a_double_ack_is_refused_and_keeps_the_first_result(claim):
         Job.objects.ack(job.id, result=2)
     assert raised.value.current_state == "completed"
     assert reload(job).result == 1
-
-
-def test_an_ack_of_an_unknown_job_is_not_found(db):
-    with pytest.raises(NotFound):
-        Job.objects.ack(uuid.uuid4())
 
 
 # --- ack_many (the in-process worker's batched completions) ----------------------------

@@ -62,11 +62,6 @@ def test_cancel_twice_is_idempotent(push):
     assert (again.state, previous, reload(job).finished_at) == ("cancelled", None, finished_at)
 
 
-def test_cancel_of_an_unknown_job_is_not_found(db):
-    with pytest.raises(NotFound):
-        Job.objects.cancel(uuid.uuid4())
-
-
 def test_activate_makes_a_pending_job_available_and_fetchable(push):
     job = push(options={"pending": True})
     activated = Job.objects.activate(job.id)
@@ -74,11 +69,6 @@ def test_activate_makes_a_pending_job_available_and_fetchable(push):
     assert (stored.state, activated.state) == ("available", "available")
     assert stored.enqueued_at is not None and stored.enqueued_at >= stored.created_at
     assert [j.id for j in Job.objects.fetch(["default"])] == [job.id]
-
-
-def test_activate_of_an_unknown_job_is_not_found(db):
-    with pytest.raises(NotFound):
-        Job.objects.activate(uuid.uuid4())
 
 
 @pytest.fixture
@@ -103,12 +93,6 @@ def test_a_manual_retry_resets_the_attempts_clears_the_error_and_keeps_the_histo
     assert again.attempt == 1
 
 
-def test_a_manual_retry_of_an_unknown_job_is_not_found(db):
-    with pytest.raises(NotFound) as raised:
-        Job.objects.resurrect(uuid.uuid4())
-    assert raised.value.details["resource_type"] == "dead_letter_job"
-
-
 def test_purge_deletes_a_discarded_job_and_its_history(dead_job):
     Job.objects.purge_dead(dead_job.id)
     assert not Job.objects.filter(pk=dead_job.pk).exists()
@@ -123,9 +107,20 @@ def test_purge_refuses_a_job_that_is_not_in_the_dead_letter(waiting_job, state):
     assert reload(job).state == state
 
 
-def test_purge_of_an_unknown_job_is_not_found(db):
-    with pytest.raises(NotFound):
-        Job.objects.purge_dead(uuid.uuid4())
+@pytest.mark.parametrize("operation", [
+    lambda job_id: Job.objects.cancel(job_id),
+    lambda job_id: Job.objects.activate(job_id),
+    lambda job_id: Job.objects.resurrect(job_id),
+    lambda job_id: Job.objects.purge_dead(job_id),
+    lambda job_id: Job.objects.discard(job_id),
+    lambda job_id: Job.objects.ack(job_id),
+    lambda job_id: Job.objects.fail(job_id, Failure(type="E", message="")),
+], ids=["cancel", "activate", "manual retry", "purge", "discard", "ack", "fail"])
+def test_an_operation_on_an_unknown_job_is_not_found(db, operation):
+    job_id = uuid.uuid4()
+    with pytest.raises(NotFound) as raised:
+        operation(job_id)
+    assert raised.value.details["resource_id"] == str(job_id)
 
 
 def test_deregister_returns_the_jobs_a_worker_still_holds(claim):

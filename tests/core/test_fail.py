@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
 import pytest
 
 from django_ojs.core.outcome import Lease
-from django_ojs.errors import InvalidTransition, NotFound
+from django_ojs.errors import InvalidTransition
 from django_ojs.failure import Failure
 from django_ojs.models import Job, JobError
 from tests.helpers import history, reload, row, update
@@ -194,8 +193,3 @@ def test_a_failure_report_for_an_older_attempt_is_refused(claim):
     with pytest.raises(InvalidTransition):
         fail(job, lease=Lease(worker_id="w1", attempt=job.attempt - 1))
     assert reload(job).state == "active"
-
-
-def test_a_failure_report_for_an_unknown_job_is_not_found(db):
-    with pytest.raises(NotFound):
-        Job.objects.fail(uuid.uuid4(), Failure(type="E", message=""))

@@ -6,7 +6,6 @@ import datetime as dt
 import threading
 from collections import Counter
 
-import pytest
 from django.db import connections
 
 from django_ojs.core.clock import db_now

@@ -56,41 +56,30 @@ def refused(job: Job, attempt) -> InvalidTransition:
     return raised.value
 
 
-@pytest.mark.parametrize("state", [s for s in ALL_STATES if s != "active"])
-def test_ack_is_refused_unless_active(job_in, state):
+def _fail(job: Job, **kwargs):
+    return Job.objects.fail(job.id, Failure(type="E", message=""), **kwargs)
+
+
+# Each operation, the only states it may leave (states.py), and how to attempt it.
+OPERATIONS = {
+    "ack": ({"active"}, lambda job: Job.objects.ack(job.id, result="x")),
+    "fail": ({"active"}, _fail),
+    "release": ({"active"}, lambda job: _fail(job, requeue=True)),
+    "activate": ({"pending"}, lambda job: Job.objects.activate(job.id)),
+    "manual retry": ({"discarded"}, lambda job: Job.objects.resurrect(job.id)),
+    "operator discard": ({"scheduled", "available", "pending", "retryable"}, lambda job: Job.objects.discard(job.id)),
+}
+
+
+@pytest.mark.parametrize(
+    ("operation", "state"),
+    [(name, state) for name, (allowed, _) in OPERATIONS.items() for state in ALL_STATES if state not in allowed],
+)
+def test_an_operation_from_a_state_it_may_not_leave_is_refused(job_in, operation, state):
+    allowed, attempt = OPERATIONS[operation]
     job = job_in(state)
-    refused(job, lambda: Job.objects.ack(job.id, result="x"))
-
-
-@pytest.mark.parametrize("state", [s for s in ALL_STATES if s != "active"])
-def test_fail_is_refused_unless_active(job_in, state):
-    job = job_in(state)
-    refused(job, lambda: Job.objects.fail(job.id, Failure(type="E", message="")))
-
-
-@pytest.mark.parametrize("state", [s for s in ALL_STATES if s != "active"])
-def test_release_is_refused_unless_active(job_in, state):
-    job = job_in(state)
-    refused(job, lambda: Job.objects.fail(job.id, Failure(type="E", message=""), requeue=True))
-
-
-@pytest.mark.parametrize("state", [s for s in ALL_STATES if s != "pending"])
-def test_activate_is_refused_unless_pending(job_in, state):
-    job = job_in(state)
-    error = refused(job, lambda: Job.objects.activate(job.id))
-    assert error.details["expected_state"] == ["pending"]
-
-
-@pytest.mark.parametrize("state", [s for s in ALL_STATES if s != "discarded"])
-def test_manual_retry_is_refused_unless_discarded(job_in, state):
-    job = job_in(state)
-    refused(job, lambda: Job.objects.resurrect(job.id))
-
-
-@pytest.mark.parametrize("state", ["active", "completed", "cancelled", "discarded"])
-def test_an_operator_discard_is_refused_once_the_job_ran_or_finished(job_in, state):
-    job = job_in(state)
-    refused(job, lambda: Job.objects.discard(job.id))
+    error = refused(job, lambda: attempt(job))
+    assert error.details["expected_state"] == sorted(allowed)
 
 
 @pytest.mark.parametrize("state", ["scheduled", "available", "pending", "retryable"])

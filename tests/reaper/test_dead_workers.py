@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from django_ojs.models import Event, Job, Worker
+from django_ojs.models import Event, Worker
 from tests.helpers import ago, history, reload, update
 
 TIMEOUT = 30  # the default HEARTBEAT_TIMEOUT

@@ -7,7 +7,6 @@ import threading
 import time
 from collections import Counter
 
-import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connections
 
