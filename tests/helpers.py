@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db import connection
 from django.forms.models import model_to_dict
 
 from django_ojs.core.clock import db_now
@@ -45,3 +46,12 @@ def event_types(job: Job | None = None) -> list[str]:
     if job is not None:
         events = events.filter(job_id=job.id)
     return list(events.values_list("type", flat=True))
+
+
+def database_url() -> str:
+    """The test database as a DATABASE_URL, for the example project run in a subprocess."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    user = settings.get("USER") or "postgres"
+    return f"postgres://{user}@{settings.get('HOST') or '127.0.0.1'}:{settings.get('PORT') or 5432}/{settings['NAME']}"

@@ -19,22 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
-
 from django_ojs.models import ApiKey, Job
+from tests.helpers import database_url
 
 REPO = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 MEDIA_TYPE = "application/openjobspec+json"
-
-
-def database_url() -> str:
-    """The test database, as the subprocess's DATABASE_URL."""
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{settings['NAME']}"
-    user = settings.get("USER") or "postgres"
-    return f"postgres://{user}@{settings.get('HOST') or '127.0.0.1'}:{settings.get('PORT') or 5432}/{settings['NAME']}"
 
 
 def free_port() -> int:

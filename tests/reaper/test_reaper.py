@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import io
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connections
 
 from django_ojs.core.schedules import CronSpec
 from django_ojs.models import CronJob, Job, JobError, Worker
 from django_ojs.reaper import MAX_ROUNDS, Loop, Reaper
-from tests.helpers import ago, reload
+from tests.helpers import ago, database_url, reload
 
 
 def due_scheduled(spec, count, queue="timed"):
@@ -95,6 +102,32 @@ def test_the_management_command_runs_every_loop_once(transactional_db, spec):
     assert "promote 1" in out.getvalue() and "workers 0" in out.getvalue()
     assert Job.objects.get().state == "available"
     assert not Worker.objects.exists()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_the_reaper_process_keeps_time_and_stops_cleanly_on_a_signal(transactional_db, spec, stop_signal):
+    env = {**os.environ, "DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "example_project.settings",
+           "OJS_LOG_LEVEL": "WARNING"}
+    repo = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryFile() as log:
+        reaper = subprocess.Popen([sys.executable, "manage.py", "ojs_reaper", "--interval", "0.1"],
+                                  cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            [job] = due_scheduled(spec, 1)
+            deadline = time.monotonic() + 60
+            while reload(job).state != "available":
+                assert reaper.poll() is None, "the reaper exited early"
+                assert time.monotonic() < deadline, "the reaper process never promoted the due job"
+                time.sleep(0.1)
+            reaper.send_signal(stop_signal)
+            assert reaper.wait(30) == 0
+        finally:
+            if reaper.poll() is None:
+                reaper.kill()
+                reaper.wait(30)
+            log.seek(0)
+            output = log.read().decode(errors="replace")
+        assert "Traceback" not in output, output
 
 
 def test_two_reapers_side_by_side_never_do_a_row_twice(transactional_db, spec):
