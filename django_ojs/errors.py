@@ -23,10 +23,8 @@ class OJSError(Exception):
         self.hint = hint
 
 
-class InvalidRequest(OJSError):
-    """Malformed input: a missing field, a wrong type, a bad name or timestamp."""
-
-    code = "invalid_request"
+class FieldError(OJSError):
+    """An error about one input field, named in ``details.field``."""
 
     def __init__(self, message: str, *, field: str | None = None, **kwargs: Any):
         details = kwargs.pop("details", None) or {}
@@ -34,6 +32,12 @@ class InvalidRequest(OJSError):
             details.setdefault("field", field)
         super().__init__(message, details=details, **kwargs)
         self.field = field
+
+
+class InvalidRequest(FieldError):
+    """Malformed input: a missing field, a wrong type, a bad name or timestamp."""
+
+    code = "invalid_request"
 
 
 class InvalidPayload(OJSError):
@@ -42,17 +46,10 @@ class InvalidPayload(OJSError):
     code = "invalid_payload"
 
 
-class PolicyInvalid(OJSError):
+class PolicyInvalid(FieldError):
     """Syntactically valid but semantically wrong policy, e.g. a retry policy (422)."""
 
     code = "validation_error"
-
-    def __init__(self, message: str, *, field: str | None = None, **kwargs: Any):
-        details = kwargs.pop("details", None) or {}
-        if field is not None:
-            details.setdefault("field", field)
-        super().__init__(message, details=details, **kwargs)
-        self.field = field
 
 
 class PayloadTooLarge(OJSError):

@@ -68,7 +68,9 @@ class HasScope(permissions.BasePermission):
             raise exceptions.NotAuthenticated("this endpoint requires 'Authorization: Bearer <API key>'")
         required = view.required_scope
         if isinstance(required, dict):
-            required = required.get(request.method, "admin")
+            # HEAD reads what GET reads; OPTIONS only describes the endpoint.
+            method = "GET" if request.method == "HEAD" else request.method
+            required = required.get(method, "read" if method == "OPTIONS" else "admin")
         if not grants(key.scopes, required):
             denied = exceptions.PermissionDenied(
                 f"API key {key.prefix}… lacks the '{required}' scope this operation needs"

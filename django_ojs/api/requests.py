@@ -82,7 +82,7 @@ def parse_nack(body: Mapping[str, Any]) -> Completion:
     return Completion(
         job_id=_job_id(body),
         lease=_lease(body),
-        failure=parse_failure(body.get("error")),
+        failure=parse_failure(_required(body, "error")),
         requeue=requeue,
     )
 
@@ -172,6 +172,12 @@ def _job_id(body: Mapping[str, Any]) -> uuid.UUID:
     if value is None:
         raise InvalidRequest("job_id is required", field="job_id")
     return parse_job_ref(value, "job_id")
+
+
+def _required(body: Mapping[str, Any], name: str) -> Any:
+    if body.get(name) is None:
+        raise InvalidRequest(f"{name} is required", field=name)
+    return body[name]
 
 
 def _lease(body: Mapping[str, Any]) -> Lease:

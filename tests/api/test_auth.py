@@ -91,6 +91,14 @@ def test_every_scope_may_read(make_client, scope):
         assert client.get(path).status_code == 200, path
 
 
+def test_head_needs_what_get_needs_and_options_only_read(make_client, push):
+    job = push()
+    client = make_client("read")
+    for path in (f"/ojs/v1/jobs/{job.id}", "/ojs/v1/cron"):
+        assert client.client.head(path).status_code == 200, path
+        assert client.client.options(path).status_code == 200, path
+
+
 def test_a_key_with_two_scopes_can_enqueue_and_work(make_client):
     client = make_client("enqueue", "worker")
     job_id = client.post("/ojs/v1/jobs", {"type": "a", "args": []}).json()["job"]["id"]

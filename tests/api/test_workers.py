@@ -192,7 +192,7 @@ def test_nack_by_a_worker_that_does_not_hold_the_lease_is_409(api, claim):
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({"error": "boom"}, "error"), ({"error": {"message": 5}}, "error.message"),
+    [({"error": "boom"}, "error"), ({}, "error"), ({"error": None}, "error"), ({"error": {"message": 5}}, "error.message"),
      ({"error": {"retryable": "no"}}, "error.retryable"), ({"requeue": "yes"}, "requeue"),
      ({"error": {"backtrace": [1]}}, "error.backtrace")],
 )
