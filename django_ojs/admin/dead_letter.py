@@ -23,6 +23,7 @@ from .jobs import JobAdminBase
 
 @admin.register(DeadLetterJob)
 class DeadLetterJobAdmin(JobAdminBase):
+    list_title = "Dead letter"
     job_moves = (RETRY, PURGE)
     missing_reason = "no longer in the dead letter"
     list_display = ("job_id", "type", "queue", "attempts", "discarded", "kept_as", "last_error")

@@ -20,8 +20,8 @@ from django.http import HttpRequest, HttpResponse
 from ..errors import InvalidTransition, NotFound
 from ..models import Job
 from ..states import JobState, Move, sources
-from .display import STATE_ORDER
 from .confirm import CONFIRMED_FIELD, confirmation_page
+from .display import STATE_ORDER
 from .outcome import ACTION_LIMIT, Outcome, note_missing, within_limit
 
 GONE = "no longer exists"

@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 from ..core.clock import TxNow
 from ..models import Job
 from . import job_pages
+from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator
 from .display import EMPTY, human_duration, pretty_json, state_badge
 from .filters import PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
@@ -59,7 +60,7 @@ class JobChangeList(ChangeList):
         )
 
 
-class JobAdminBase(admin.ModelAdmin):
+class JobAdminBase(ConsoleAdmin):
     """What the Jobs and the Dead letter pages share."""
 
     # The moves this page offers, as actions and as buttons on a job's page.
@@ -69,7 +70,6 @@ class JobAdminBase(admin.ModelAdmin):
 
     paginator = EstimatedCountPaginator
     show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
     sortable_by = ()
     # Shows the search box; ``get_search_results`` decides what a term means.
@@ -103,26 +103,13 @@ class JobAdminBase(admin.ModelAdmin):
     ]
     readonly_fields = [name for _, options in fieldsets for name in options["fields"]]
 
-    class Media:
-        css = {"all": ["django_ojs/admin/ojs.css"]}
-
     def __init__(self, model: type[Job], admin_site: admin.AdminSite):
         super().__init__(model, admin_site)
         self.actions = [move.as_admin_action() for move in self.job_moves]
 
-    # -- permissions: a job changes only through the core's moves ----------------
-
     def has_add_permission(self, request: HttpRequest) -> bool:
+        # Jobs are pushed by producers (the HTTP API, enqueue()).
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # With no object, the question is "may this user run the actions?"; a
-        # job's page is always read-only, so saving it can never overwrite a
-        # state the core changed meanwhile.
-        return obj is None and super().has_change_permission(request)
 
     # -- the list -------------------------------------------------------------------
 
@@ -250,6 +237,7 @@ class JobAdminBase(admin.ModelAdmin):
 
 @admin.register(Job)
 class JobAdmin(JobAdminBase):
+    list_title = "Jobs"
     job_moves = (CANCEL, ACTIVATE, RETRY, DISCARD)
     list_display = (
         "job_id", "type", "queue", "state_now", "priority", "attempts", "age", "last_error",

@@ -8,8 +8,6 @@ Keys are revoked, not deleted, so the list keeps telling who had access.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -17,12 +15,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.cache import add_never_cache_headers
 
 from ..keys import SCOPES
 from ..models import ApiKey
+from .base import ConsoleAdmin
 from .display import relative
 from .outcome import Outcome, note_missing
 
@@ -53,24 +52,15 @@ class ActiveFilter(admin.SimpleListFilter):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ConsoleAdmin):
     list_display = ("name", "key_prefix", "scope_list", "status", "created_at", "last_used")
     list_filter = (ActiveFilter,)
-    show_facets = admin.ShowFacets.NEVER
+    list_title = "API keys"
     search_fields = ("name", "prefix")
     ordering = ("-created_at",)
     fields = ("name", "key_prefix", "scope_list", "status", "created_at", "last_used")
     readonly_fields = fields
     actions = ("revoke_keys",)
-
-    class Media:
-        css = {"all": ["django_ojs/admin/ojs.css"]}
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return obj is None and super().has_change_permission(request)
 
     @admin.display(description="key")
     def key_prefix(self, key: ApiKey) -> SafeString:

@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString
 from ..core.clock import db_now
 from ..models import Queue
 from ..states import JobState
+from .base import ConsoleAdmin
 from .display import EMPTY, admin_changelist_url, human_duration, relative
 from .outcome import Outcome, note_missing
 from .stats import THROUGHPUT_WINDOW, queue_figures
@@ -38,13 +39,13 @@ def _count_column(state: JobState) -> Any:
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(ConsoleAdmin):
     list_display = (
         "queue_name", "status", "available", "active", "scheduled", "retryable", "pending",
         "completed", "discarded", "cancelled", "completed_rate", "failed_rate", "oldest_waiting",
     )
     list_display_links = None
-    show_facets = admin.ShowFacets.NEVER
+    list_title = "Queues"
     search_fields = ("name",)
     ordering = ("name",)
     sortable_by = ()
@@ -53,18 +54,9 @@ class QueueAdmin(admin.ModelAdmin):
     readonly_fields = fields
     actions = ("pause_queues", "resume_queues")
 
-    class Media:
-        css = {"all": ["django_ojs/admin/ojs.css"]}
-
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A queue exists once a job is pushed to it.
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return obj is None and super().has_change_permission(request)
 
     def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
         changelist = super().get_changelist_instance(request)

@@ -29,6 +29,7 @@ from ..conf import ojs_settings
 from ..core.clock import TxNow
 from ..models import Worker
 from ..states import JobState, WorkerState
+from .base import ConsoleAdmin
 from .display import EMPTY, admin_changelist_url, human_duration, relative
 from .outcome import Outcome, note_missing
 
@@ -46,12 +47,12 @@ def _terminating(worker: Worker) -> bool:
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(ConsoleAdmin):
     list_display = (
         "worker", "hostname", "pid", "queue_list", "concurrency", *LIVE_FIELDS, "uptime",
     )
     list_display_links = None
-    show_facets = admin.ShowFacets.NEVER
+    list_title = "Workers"
     search_fields = ("id", "hostname")
     ordering = ("hostname", "pid", "id")
     list_per_page = 100
@@ -63,18 +64,9 @@ class WorkerAdmin(admin.ModelAdmin):
     readonly_fields = fields
     actions = ("quiet_workers", "terminate_workers", "resume_workers")
 
-    class Media:
-        css = {"all": ["django_ojs/admin/ojs.css"]}
-
     def has_add_permission(self, request: HttpRequest) -> bool:
+        # A worker registers itself; it leaves by deregistering, or the reaper removes it once dead.
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # A worker leaves by deregistering, or the reaper removes it once dead.
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return obj is None and super().has_change_permission(request)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).annotate(db_now=TxNow())
