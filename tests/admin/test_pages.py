@@ -9,8 +9,8 @@ from django.db import connection
 from django.urls import reverse
 
 from django_ojs.admin import counting
-from django_ojs.models import ApiKey, Job, Queue, Worker
 from django_ojs.keys import hash_key
+from django_ojs.models import ApiKey, Queue, Worker
 from django_ojs.states import WorkerState
 
 
