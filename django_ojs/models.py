@@ -19,8 +19,10 @@ from .core.managers import CronJobManager, JobManager, QueueManager, WorkerManag
 from .keys import ApiKeyManager
 from .states import TERMINAL, WAITING, JobState, WorkerState
 
-_TERMINAL = [s.value for s in TERMINAL]
-_WAITING = [s.value for s in WAITING]
+# Plain sorted strings: migrations must not depend on set order or on the enum.
+_TERMINAL = sorted(s.value for s in TERMINAL)
+_WAITING = sorted(s.value for s in WAITING)
+_ACTIVE = JobState.ACTIVE.value
 
 
 class Job(models.Model):
@@ -84,25 +86,25 @@ class Job(models.Model):
             models.Index(
                 fields=["queue", "-priority", "seq"],
                 name="ojs_job_available",
-                condition=Q(state=JobState.AVAILABLE),
+                condition=Q(state=JobState.AVAILABLE.value),
             ),
             # Reaper: scheduled and retryable jobs that came due.
             models.Index(
                 fields=["run_at"],
                 name="ojs_job_due",
-                condition=Q(state__in=[JobState.SCHEDULED, JobState.RETRYABLE]),
+                condition=Q(state__in=sorted([JobState.SCHEDULED.value, JobState.RETRYABLE.value])),
             ),
             # Reaper: expired visibility leases and execution deadlines; BEAT and
             # dead-worker recovery find a worker's jobs by owner.
             models.Index(
-                fields=["lease_expires_at"], name="ojs_job_lease", condition=Q(state=JobState.ACTIVE)
+                fields=["lease_expires_at"], name="ojs_job_lease", condition=Q(state=_ACTIVE)
             ),
             models.Index(
                 fields=["deadline_at"],
                 name="ojs_job_deadline",
-                condition=Q(state=JobState.ACTIVE, deadline_at__isnull=False),
+                condition=Q(state=_ACTIVE, deadline_at__isnull=False),
             ),
-            models.Index(fields=["worker_id"], name="ojs_job_owner", condition=Q(state=JobState.ACTIVE)),
+            models.Index(fields=["worker_id"], name="ojs_job_owner", condition=Q(state=_ACTIVE)),
             # Reaper: jobs whose expires_at passed before they ran.
             models.Index(
                 fields=["expires_at"],

@@ -1,0 +1,165 @@
+"""Run the public OJS conformance suites against a real server.
+
+Starts the example project under gunicorn with ``OJS["TEST_HOOKS"]`` on (for
+``--reset-url``) and ``ojs_reaper`` beside it, on a database of its own,
+creates an admin API key, and runs ``../shared/conformance/run.py``. Usable
+from pytest (tests/conformance/test_conformance.py) and from the shell:
+
+    python -m tests.conformance.harness --database postgres --level 0-2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPECTED_FAILURES = Path(__file__).with_name("expected-failures.txt")
+POSTGRES_ADMIN_URL = os.environ.get("OJS_CONFORMANCE_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres")
+
+
+def conformance_dir() -> Path | None:
+    candidates = [os.environ.get("OJS_CONFORMANCE_DIR"), ROOT.parent / "shared" / "conformance"]
+    for candidate in filter(None, candidates):
+        path = Path(candidate)
+        if (path / "run.py").is_file():
+            return path
+    return None
+
+
+@dataclass
+class Stack:
+    url: str
+    api_key: str
+    database_url: str
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def fresh_database(kind: str) -> Iterator[str]:
+    """A new, empty database for one run; dropped afterwards."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="ojs-conformance-") as directory:
+            yield f"sqlite:///{directory}/conformance.sqlite3"
+        return
+    import psycopg
+
+    name = f"ojs_conformance_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_libpq(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(_libpq(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgres://", "postgresql://", 1)
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    )
+    return result.stdout.strip()
+
+
+@contextlib.contextmanager
+def running_stack(database_url: str, log_dir: Path) -> Iterator[Stack]:
+    """gunicorn + ojs_reaper on ``database_url``, stopped (SIGTERM) on exit."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "OJS_TEST_HOOKS": "1",
+        "OJS_AUTH_REQUIRED": "1",
+        "OJS_REAPER_INTERVAL": "0.1",
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+    }
+    _manage(env, "migrate", "--verbosity", "0")
+    api_key = _manage(env, "ojs_create_api_key", "conformance", "--scope", "admin", "--quiet")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = []
+    try:
+        for name, command in (
+            ("gunicorn", [sys.executable, "-m", "gunicorn", "example_project.wsgi", "--bind", f"127.0.0.1:{port}",
+                          "--workers", "2", "--access-logfile", "-"]),
+            ("reaper", [sys.executable, "manage.py", "ojs_reaper"]),
+        ):
+            log = open(log_dir / f"{name}.log", "w")
+            processes.append((subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        _wait_until_up(f"{url}/ojs/v1/health")
+        yield Stack(url=url, api_key=api_key, database_url=database_url)
+    finally:
+        for process, _ in processes:
+            process.terminate()
+        for process, log in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            log.close()
+
+
+def _wait_until_up(health_url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(health_url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the server did not answer {health_url} within {timeout}s")
+
+
+def run_suites(stack: Stack, runner_dir: Path, level: str, report: Path) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, str(runner_dir / "run.py"),
+        "--url", stack.url,
+        "--level", level,
+        "--header", f"Authorization: Bearer {stack.api_key}",
+        "--reset-url", f"{stack.url}/ojs/v1/_test/reset",
+        "--xfail", str(EXPECTED_FAILURES),
+        "--json", str(report),
+    ]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres")
+    parser.add_argument("--level", default="0-2")
+    parser.add_argument("--artifacts", type=Path, default=ROOT / "test-artifacts" / "conformance")
+    args = parser.parse_args()
+    runner_dir = conformance_dir()
+    if runner_dir is None:
+        print("conformance suites not found: set OJS_CONFORMANCE_DIR", file=sys.stderr)
+        return 2
+    artifacts = args.artifacts / args.database
+    with fresh_database(args.database) as database_url, running_stack(database_url, artifacts) as stack:
+        result = run_suites(stack, runner_dir, args.level, artifacts / "report.json")
+    print(result.stdout + result.stderr)
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The public OJS conformance suites, levels 0-2, against gunicorn + ojs_reaper.
+
+Slow (the cron cases wait for real minute boundaries): marked
+``conformance``, run by ``tox -e conformance``. Any failure outside
+``expected-failures.txt``, or a listed case that passes, fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .harness import ROOT, conformance_dir, fresh_database, run_suites, running_stack
+
+pytestmark = pytest.mark.conformance
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_levels_0_to_2(database):
+    runner_dir = conformance_dir()
+    if runner_dir is None:
+        message = "the OJS conformance suites are not at ../shared/conformance (set OJS_CONFORMANCE_DIR)"
+        if os.environ.get("OJS_REQUIRE_CONFORMANCE"):
+            pytest.fail(message)
+        pytest.skip(message)
+    artifacts = ROOT / "test-artifacts" / "conformance" / database
+    with fresh_database(database) as database_url, running_stack(database_url, artifacts) as stack:
+        result = run_suites(stack, runner_dir, "0-2", artifacts / "report.json")
+    summary = (result.stdout + result.stderr).strip()
+    print(summary)
+    assert result.returncode == 0, summary
