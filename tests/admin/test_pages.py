@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+import pytest
 from django.db import connection
 from django.urls import reverse
 
@@ -77,6 +78,7 @@ def test_list_columns_answer_what_is_happening(admin_client, make_job):
     assert "ConnectionError</code> connection refused to smtp:25 (attempt 2)" in page
 
 
+@pytest.mark.postgres
 def test_big_tables_get_an_estimated_count_and_bounded_pages(admin_client, make_job, monkeypatch):
     """Past the exact-count bound the count is the planner's, and pages stop where the bound proved rows exist."""
     from django_ojs.admin.jobs import JobAdmin
