@@ -56,17 +56,30 @@ def count_rows(queryset: QuerySet, limit: int = EXACT_COUNT_LIMIT) -> Tally:
 
 def _bounded_count(queryset: QuerySet, limit: int) -> int | None:
     """Count at most ``limit + 1`` rows; None when the count ran out of time."""
-    bounded = queryset.order_by()[: limit + 1]
+    bounded = queryset.order_by().values("pk")[: limit + 1]
     connection = connections[queryset.db]
     if connection.vendor != "postgresql":
         return bounded.count()
     try:
         with transaction.atomic(using=queryset.db):
-            with connection.cursor() as cursor:
-                cursor.execute(f"SET LOCAL statement_timeout = {COUNT_TIMEOUT_MS}")
-            return bounded.count()
+            previous = _set_statement_timeout(connection, f"{COUNT_TIMEOUT_MS}ms")
+            count = bounded.count()
+            # Within a caller's transaction (ATOMIC_REQUESTS) the setting would
+            # outlive this savepoint: put the caller's back.
+            _set_statement_timeout(connection, previous)
+            return count
     except OperationalError:
+        # The savepoint's rollback has restored the caller's timeout.
         return None
+
+
+def _set_statement_timeout(connection, value: str) -> str:
+    """Set the transaction's statement timeout; return the one it replaces."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('statement_timeout')")
+        previous = cursor.fetchone()[0]
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [value])
+    return previous
 
 
 def planner_estimate(queryset: QuerySet) -> int | None:

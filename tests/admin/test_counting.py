@@ -44,3 +44,15 @@ def test_a_count_that_runs_out_of_time_falls_back_to_the_estimate(make_job, monk
 def test_a_lower_bound_is_said_as_one():
     assert str(Tally(1001, False, at_least=True)) == "> 1,000"
     assert str(Tally(25_000, False)) == "≈ 25,000"
+
+
+@pytest.mark.postgres
+def test_the_count_timeout_does_not_outlive_the_count(make_job):
+    """Inside a caller's transaction (ATOMIC_REQUESTS), later statements keep the caller's timeout."""
+    make_job("available")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        before = cursor.fetchone()[0]
+        count_rows(Job.objects.all(), limit=5)
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == before
