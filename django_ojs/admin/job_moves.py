@@ -59,10 +59,10 @@ class JobMove:
             try:
                 left_alone = self.apply(job.id)
             except InvalidTransition as refused:
-                outcome.refuse(refused.current_state) if refused.current_state else outcome.skip(GONE)
+                _count_refusal(outcome, refused.current_state)
             except NotFound:
-                state = _state_of(job.id)
-                outcome.refuse(state) if state else outcome.skip(GONE)
+                # Gone, or (purge, dead letter retry) no longer discarded: say which.
+                _count_refusal(outcome, _state_of(job.id))
             else:
                 if left_alone:
                     outcome.refuse(left_alone)
@@ -83,6 +83,13 @@ class JobMove:
 
         action.__name__ = self.name
         return admin.action(description=self.description, permissions=["change"])(action)
+
+
+def _count_refusal(outcome: Outcome, state: str | None) -> None:
+    if state:
+        outcome.refuse(state)
+    else:
+        outcome.skip(GONE)
 
 
 def _state_of(job_id: Any) -> str | None:
