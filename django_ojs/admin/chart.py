@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 WIDTH = 760
 HEIGHT = 220
 # Room for the axis labels.
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 26
+LEFT, RIGHT, TOP, BOTTOM = 44, 8, 28, 26
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,7 @@ def per_minute_bars(minutes: list[dt.datetime], series: list[Series]) -> SafeStr
         return TOP + plot_height * (1 - value / top)
 
     parts: list[SafeString] = []
-    for fraction in (0, 0.5, 1):
-        level = round(top * fraction)
+    for level in sorted({0, round(top / 2), top}):
         parts.append(
             format_html(
                 '<line class="ojs-grid" x1="{}" x2="{}" y1="{}" y2="{}"/>'
@@ -89,7 +88,7 @@ def per_minute_bars(minutes: list[dt.datetime], series: list[Series]) -> SafeStr
     return format_html(
         '<svg class="ojs-chart" viewBox="0 0 {} {}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">'
         '<text class="ojs-axis" x="{}" y="{}">{}</text>{}</svg>',
-        WIDTH, HEIGHT, _summary(series), LEFT + 4, TOP + 12, legend, format_html_join("", "{}", ((part,) for part in parts)),
+        WIDTH, HEIGHT, _summary(series), LEFT, 14, legend, format_html_join("", "{}", ((part,) for part in parts)),
     )
 
 

@@ -20,7 +20,7 @@ from .display import EMPTY, human_duration, link, moment, pretty_json, relative
 
 # A job that was retried from the dead letter many times could collect a long
 # history; a page shows this many of its errors, the latest last.
-ERROR_HISTORY_LIMIT = 200
+ERROR_HISTORY_LIMIT = 100
 _FINISHED_LABEL = {
     JobState.COMPLETED: "completed",
     JobState.DISCARDED: "discarded",
