@@ -68,6 +68,10 @@ DEFAULTS: dict[str, Any] = {
         "dead_letter_max_count": 10_000,
         "events": 86400,
     },
+    # -- Admin (the operators' console) ------------------------------------
+    # meta keys a plain search term is matched against, besides the job id
+    # and type; "key:value" searches any key.
+    "ADMIN_SEARCH_META_KEYS": ["tenant_id", "correlation_id"],
     # -- Testing ------------------------------------------------------------
     # Test-only behaviour the conformance suites need: POST
     # /ojs/v1/_test/reset and meta.test_directive steering BEAT replies.

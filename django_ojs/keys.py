@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from django.db import models
+from django.db.models.functions import Now
 
 if TYPE_CHECKING:
     from .models import ApiKey
@@ -60,6 +61,10 @@ class ApiKeyManager(models.Manager):
             scopes=normalise_scopes(scopes),
         )
         return key, secret
+
+    def revoke(self, key_ids: Iterable[int]) -> int:
+        """Revoke the keys that are still active; return how many this call revoked."""
+        return self.filter(pk__in=list(key_ids), revoked_at__isnull=True).update(revoked_at=Now())
 
     def authenticate(self, secret: str) -> ApiKey | None:
         return self.filter(key_hash=hash_key(secret), revoked_at__isnull=True).first()

@@ -1,0 +1,37 @@
+"""What every page of the console shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+
+
+class ConsoleAdmin(admin.ModelAdmin):
+    """Read-only object pages, no bare deletes, no facet counts, the console's stylesheet.
+
+    A row changes only through the actions, which call the core: an object
+    page never saves (``has_change_permission`` is False for an object, so
+    it renders read-only), and nothing is deleted by the admin's generic
+    DELETE. Without an object, the change permission is what the actions
+    require. Facet counts are off: each would COUNT every filter choice over
+    the whole job table.
+    """
+
+    show_facets = admin.ShowFacets.NEVER
+    # The list page's heading, instead of Django's "Select … to change".
+    list_title = ""
+
+    class Media:
+        css = {"all": ["django_ojs/admin/ojs.css"]}
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        title = {"title": self.list_title} if self.list_title else {}
+        return super().changelist_view(request, {**title, **(extra_context or {})})

@@ -1,0 +1,246 @@
+"""The Jobs changelist and job page.
+
+Built for a table of millions: counts are bounded or estimated
+(``counting``), sidebar choices cost no scan (``filters``), search goes
+through indexes (``search``), the list is in insertion order (the primary
+key, newest first) and no other column can be sorted, since sorting by it
+would sort every matching row. The job page is read-only: a job changes
+only through the buttons, which are the core's moves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.db.models.fields.json import KT
+from django.db.models.functions import Substr
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from ..core.clock import TxNow
+from ..models import Job
+from . import job_pages
+from .base import ConsoleAdmin
+from .counting import EstimatedCountPaginator
+from .display import EMPTY, human_duration, pretty_json, state_badge
+from .filters import PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
+from .job_moves import ACTIVATE, CANCEL, DISCARD, RETRY, JobMove, moves_from
+from .search import HELP_TEXT, job_search
+
+# Columns a list never shows and that may hold up to a megabyte each.
+BULKY_FIELDS = ("args", "meta", "result", "error", "retry", "unique", "extra", "given_times", "tags")
+ERROR_PREVIEW_CHARS = 160
+
+
+class JobChangeList(ChangeList):
+    """Loads only what the list shows, plus a preview of the last error."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        # The count is said once, by the paginator line, which tells an
+        # estimate from an exact figure; the search bar would repeat it bare.
+        self.full_result_count = self.result_count
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
+        return (
+            super()
+            .get_queryset(request, exclude_parameters)
+            .defer(*BULKY_FIELDS)
+            .annotate(
+                error_type=KT("error__type"),
+                error_preview=Substr(KT("error__message"), 1, ERROR_PREVIEW_CHARS),
+            )
+        )
+
+
+class JobAdminBase(ConsoleAdmin):
+    """What the Jobs and the Dead letter pages share."""
+
+    # The moves this page offers, as actions and as buttons on a job's page.
+    job_moves: tuple[JobMove, ...] = ()
+    # Why a ticked job is not among the rows an action finds.
+    missing_reason = "no longer exists"
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    list_per_page = 50
+    sortable_by = ()
+    # Shows the search box; ``get_search_results`` decides what a term means.
+    search_fields = ("id", "type", "meta")
+    search_help_text = HELP_TEXT
+    list_display_links = ("job_id",)
+    change_form_template = "admin/django_ojs/job/change_form.html"
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "id", "type", "queue", "state_badge", "priority", "attempts", "dead_letter",
+                    "tags_list", "cron_name",
+                ]
+            },
+        ),
+        ("Timeline", {"fields": ["timeline"]}),
+        ("Reservation", {"fields": ["reservation"]}),
+        ("Arguments", {"fields": ["args_json"]}),
+        ("Meta", {"fields": ["meta_json"]}),
+        ("Result", {"fields": ["result_json"]}),
+        ("Error history", {"fields": ["error_history"]}),
+        (
+            "Options",
+            {
+                "classes": ["collapse"],
+                "fields": ["retry_json", "timeout", "visibility_timeout", "unique_json", "schema", "extra_json"],
+            },
+        ),
+    ]
+    readonly_fields = [name for _, options in fieldsets for name in options["fields"]]
+
+    def __init__(self, model: type[Job], admin_site: admin.AdminSite):
+        super().__init__(model, admin_site)
+        self.actions = [move.as_admin_action() for move in self.job_moves]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Jobs are pushed by producers (the HTTP API, enqueue()).
+        return False
+
+    # -- the list -------------------------------------------------------------------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return JobChangeList
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The database's clock, so ages agree with the timestamps the core wrote.
+        return super().get_queryset(request).annotate(db_now=TxNow())
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
+        condition = job_search(search_term)
+        return (queryset.filter(condition) if condition is not None else queryset), False
+
+    @admin.display(description="job")
+    def job_id(self, job: Job) -> SafeString:
+        return format_html('<code class="ojs-id">{}</code>', job.id)
+
+    @admin.display(description="state")
+    def state_badge(self, job: Job) -> SafeString:
+        return state_badge(job.state)
+
+    @admin.display(description="state")
+    def state_now(self, job: Job) -> SafeString:
+        return format_html("{} {}", state_badge(job.state), job_pages.status_line(job, job.db_now))
+
+    @admin.display(description="attempts")
+    def attempts(self, job: Job) -> str:
+        return f"{job.attempt} / {job.max_attempts}"
+
+    @admin.display(description="age")
+    def age(self, job: Job) -> str:
+        return human_duration(job.db_now - job.created_at, precise=False)
+
+    @admin.display(description="last error")
+    def last_error(self, job: Job) -> SafeString | str:
+        error_type = getattr(job, "error_type", None)
+        if error_type is None:
+            return ""
+        return format_html(
+            '<span class="ojs-error-preview"><code>{}</code> {}</span>', error_type, job.error_preview or ""
+        )
+
+    # -- the job's page -----------------------------------------------------------
+
+    @admin.display(description="tags")
+    def tags_list(self, job: Job) -> str:
+        return ", ".join(str(tag) for tag in job.tags) if job.tags else EMPTY
+
+    @admin.display(description="timeline")
+    def timeline(self, job: Job) -> SafeString:
+        return job_pages.timeline(job, job.db_now)
+
+    @admin.display(description="reservation")
+    def reservation(self, job: Job) -> SafeString | str:
+        return job_pages.reservation(job, job.db_now)
+
+    @admin.display(description="errors")
+    def error_history(self, job: Job) -> SafeString:
+        return job_pages.error_history(job, job.db_now)
+
+    @admin.display(description="args")
+    def args_json(self, job: Job) -> SafeString:
+        return pretty_json(job.args)
+
+    @admin.display(description="meta")
+    def meta_json(self, job: Job) -> SafeString:
+        return pretty_json(job.meta)
+
+    @admin.display(description="result")
+    def result_json(self, job: Job) -> SafeString:
+        return pretty_json(job.result)
+
+    @admin.display(description="retry policy")
+    def retry_json(self, job: Job) -> SafeString:
+        return pretty_json(job.retry)
+
+    @admin.display(description="unique")
+    def unique_json(self, job: Job) -> SafeString:
+        return pretty_json(job.unique)
+
+    @admin.display(description="other attributes")
+    def extra_json(self, job: Job) -> SafeString:
+        return pretty_json(job.extra)
+
+    # -- buttons on the job's page ----------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_move"
+        move = path("<path:object_id>/move/<str:move>/", self.admin_site.admin_view(self.move_view), name=name)
+        return [move, *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        job = self.get_object(request, unquote(object_id))
+        buttons = []
+        if job is not None and self.has_change_permission(request):
+            name = f"admin:{self.opts.app_label}_{self.opts.model_name}_move"
+            buttons = [
+                {"label": move.label, "url": reverse(name, args=[quote(job.pk), move.name]), "move": move}
+                for move in moves_from(job.state, self.job_moves)
+            ]
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "job_moves": buttons})
+
+    def move_view(self, request: HttpRequest, object_id: str, move: str) -> HttpResponse:
+        """Run one action on this job alone: the buttons of the job's page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        actions = self.get_actions(request)
+        if move not in actions:
+            raise Http404(f"no action {move!r} here")
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            raise Http404("no such job")
+        action = actions[move][0]
+        response = action(self, request, self.get_queryset(request).filter(pk=job.pk))
+        return response or HttpResponseRedirect(self.url_after_move(job, move))
+
+    def url_after_move(self, job: Job, move: str) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(job.pk)])
+
+
+@admin.register(Job)
+class JobAdmin(JobAdminBase):
+    list_title = "Jobs"
+    job_moves = (CANCEL, ACTIVATE, RETRY, DISCARD)
+    list_display = (
+        "job_id", "type", "queue", "state_now", "priority", "attempts", "age", "last_error",
+    )
+    list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter)
+    ordering = ("-seq",)

@@ -1,0 +1,134 @@
+"""Queues: counts by state, throughput, the oldest waiting job, and pause/resume.
+
+Each count links to the Jobs list filtered by that queue and state. The
+figures for all queues on the page come from one bounded statement plus the
+throughput queries (``stats``), attached to the rows once per page view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from ..core.clock import db_now
+from ..models import Queue
+from ..states import JobState
+from .base import ConsoleAdmin
+from .display import EMPTY, admin_changelist_url, human_duration, relative
+from .outcome import Outcome, note_missing
+from .stats import THROUGHPUT_WINDOW, queue_figures
+
+_WINDOW_MINUTES = int(THROUGHPUT_WINDOW.total_seconds() // 60)
+
+
+def _count_column(state: JobState) -> Any:
+    def column(self: QueueAdmin, queue: Queue) -> SafeString | str:
+        tally = queue.figures.counts[state.value]
+        if tally.value == 0:
+            return format_html('<span class="ojs-quiet">{}</span>', 0)
+        url = admin_changelist_url("job", queue=queue.name, state=state.value)
+        return format_html('<a href="{}">{}</a>', url, str(tally))
+
+    return admin.display(description=state.value)(column)
+
+
+@admin.register(Queue)
+class QueueAdmin(ConsoleAdmin):
+    list_display = (
+        "queue_name", "status", "available", "active", "scheduled", "retryable", "pending",
+        "completed", "discarded", "cancelled", "completed_rate", "failed_rate", "oldest_waiting",
+    )
+    list_display_links = None
+    list_title = "Queues"
+    search_fields = ("name",)
+    ordering = ("name",)
+    sortable_by = ()
+    list_per_page = 100
+    fields = ("name", "paused", "paused_at", "created_at")
+    readonly_fields = fields
+    actions = ("pause_queues", "resume_queues")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # A queue exists once a job is pushed to it.
+        return False
+
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        queues = list(changelist.result_list)
+        now = db_now()
+        figures = queue_figures([queue.name for queue in queues], now)
+        for queue in queues:
+            queue.figures, queue.now = figures[queue.name], now
+        changelist.result_list = queues
+        return changelist
+
+    @admin.display(description="queue", ordering="name")
+    def queue_name(self, queue: Queue) -> SafeString:
+        return format_html('<a href="{}"><strong>{}</strong></a>', admin_changelist_url("job", queue=queue.name), queue.name)
+
+    @admin.display(description="status")
+    def status(self, queue: Queue) -> SafeString:
+        if queue.paused:
+            since = relative(queue.paused_at, queue.now) if queue.paused_at else "at an unknown time"
+            return format_html('<span class="ojs-paused" title="paused {}">paused</span>', since)
+        return format_html('<span class="ojs-running">{}</span>', "running")
+
+    available = _count_column(JobState.AVAILABLE)
+    active = _count_column(JobState.ACTIVE)
+    scheduled = _count_column(JobState.SCHEDULED)
+    retryable = _count_column(JobState.RETRYABLE)
+    pending = _count_column(JobState.PENDING)
+    completed = _count_column(JobState.COMPLETED)
+    discarded = _count_column(JobState.DISCARDED)
+    cancelled = _count_column(JobState.CANCELLED)
+
+    @admin.display(description=f"completed / min ({_WINDOW_MINUTES} min)")
+    def completed_rate(self, queue: Queue) -> str:
+        return _rate(queue.figures.completed_per_minute)
+
+    @admin.display(description=f"failed / min ({_WINDOW_MINUTES} min)")
+    def failed_rate(self, queue: Queue) -> SafeString | str:
+        rate = queue.figures.failed_per_minute
+        return format_html('<span class="ojs-alarm">{}</span>', _rate(rate)) if rate else _rate(rate)
+
+    @admin.display(description="oldest waiting")
+    def oldest_waiting(self, queue: Queue) -> str:
+        at = queue.figures.oldest_available_at
+        if at is None:
+            return EMPTY
+        waited = human_duration(queue.now - at)
+        return waited if queue.figures.oldest_exact else f"≥ {waited}"
+
+    # -- actions ------------------------------------------------------------------------
+
+    @admin.action(description="Pause selected queues (workers stop fetching from them)", permissions=["change"])
+    def pause_queues(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_paused(request, queryset, pause=True)
+
+    @admin.action(description="Resume selected queues", permissions=["change"])
+    def resume_queues(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_paused(request, queryset, pause=False)
+
+    def _set_paused(self, request: HttpRequest, queryset: QuerySet, *, pause: bool) -> None:
+        outcome = Outcome("Pause" if pause else "Resume")
+        queues = list(queryset)
+        note_missing(request, len(queues), outcome, "no longer exists")
+        for queue in queues:
+            if queue.paused == pause:
+                outcome.skip("already paused" if pause else "not paused")
+                continue
+            changed = Queue.objects.pause(queue.name) if pause else Queue.objects.resume(queue.name)
+            outcome.done_objects.append(changed)
+        outcome.send(request)
+
+
+def _rate(per_minute: float) -> str:
+    if per_minute == 0:
+        return "0"
+    return f"{per_minute:,.1f}" if per_minute < 100 else f"{per_minute:,.0f}"

@@ -1,0 +1,190 @@
+"""Workers, live: what each worker reports, what it was asked, and whether it is alive.
+
+The list refreshes its live cells every few seconds without reloading the
+page (``static/django_ojs/admin/live.js`` reads ``live/``, which renders the
+same cells with the same methods), so ticked checkboxes survive. A worker
+silent past ``OJS["HEARTBEAT_TIMEOUT"]`` is marked dead; the reaper will
+soon remove it and put its jobs back. Quiet, terminate and resume set the
+directive the worker receives with its next heartbeat reply
+(ojs-worker-protocol §4.4); the page shows when the worker's reported
+state has caught up with it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, JsonResponse
+from django.urls import path, reverse
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString
+from django.views.decorators.cache import never_cache
+
+from ..conf import ojs_settings
+from ..core.clock import TxNow
+from ..models import Worker
+from ..states import JobState, WorkerState
+from .base import ConsoleAdmin
+from .display import EMPTY, admin_changelist_url, human_duration, relative
+from .outcome import Outcome, note_missing
+
+LIVE_REFRESH_SECONDS = 3
+# The cells the page refreshes in place; the others do not change while a worker lives.
+LIVE_FIELDS = ("reported_state", "directive_status", "active_job_link", "heartbeat")
+
+
+def is_dead(worker: Worker, now: dt.datetime) -> bool:
+    return now - worker.last_heartbeat_at > dt.timedelta(seconds=ojs_settings.HEARTBEAT_TIMEOUT)
+
+
+def _terminating(worker: Worker) -> bool:
+    return WorkerState.TERMINATE in (worker.state, worker.directive)
+
+
+@admin.register(Worker)
+class WorkerAdmin(ConsoleAdmin):
+    list_display = (
+        "worker", "hostname", "pid", "queue_list", "concurrency", *LIVE_FIELDS, "uptime",
+    )
+    list_display_links = None
+    list_title = "Workers"
+    search_fields = ("id", "hostname")
+    ordering = ("hostname", "pid", "id")
+    list_per_page = 100
+    change_list_template = "admin/django_ojs/worker/change_list.html"
+    fields = (
+        "id", "hostname", "pid", "queue_list", "concurrency", "labels", *LIVE_FIELDS, "started_at",
+        "registered_at", "directive_set_at", "active_job_ids",
+    )
+    readonly_fields = fields
+    actions = ("quiet_workers", "terminate_workers", "resume_workers")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # A worker registers itself; it leaves by deregistering, or the reaper removes it once dead.
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).annotate(db_now=TxNow())
+
+    # -- cells ------------------------------------------------------------------------
+
+    @admin.display(description="worker", ordering="id")
+    def worker(self, worker: Worker) -> SafeString:
+        url = reverse("admin:django_ojs_worker_change", args=[quote(worker.pk)])
+        # data-pk lets the live refresh find the row, with or without action checkboxes.
+        return format_html('<a href="{}" class="ojs-row" data-pk="{}"><code>{}</code></a>', url, worker.pk, worker.pk)
+
+    @admin.display(description="queues")
+    def queue_list(self, worker: Worker) -> str:
+        return ", ".join(str(queue) for queue in worker.queues) if worker.queues else EMPTY
+
+    @admin.display(description="state reported")
+    def reported_state(self, worker: Worker) -> SafeString:
+        if is_dead(worker, worker.db_now):
+            return format_html(
+                '<span class="ojs-worker ojs-worker-dead" title="no heartbeat for over {} s">dead</span> '
+                '<span class="ojs-quiet">was {}</span>',
+                ojs_settings.HEARTBEAT_TIMEOUT,
+                worker.state,
+            )
+        return format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)
+
+    @admin.display(description="directive")
+    def directive_status(self, worker: Worker) -> SafeString | str:
+        if worker.directive == worker.state:
+            if worker.directive == WorkerState.RUNNING:
+                return "running"
+            return format_html('{} <span class="ojs-applied">✓ applied</span>', worker.directive)
+        asked = relative(worker.directive_set_at, worker.db_now) if worker.directive_set_at else ""
+        return format_html(
+            '{} <span class="ojs-pending">requested {}, not applied yet</span>', worker.directive, asked
+        )
+
+    @admin.display(description="active jobs")
+    def active_job_link(self, worker: Worker) -> SafeString | str:
+        count = worker.active_jobs
+        text = f"{count} / {worker.concurrency}" if worker.concurrency else str(count)
+        url = admin_changelist_url("job", state=JobState.ACTIVE.value, worker_id=worker.pk)
+        return format_html('<a href="{}">{}</a>', url, text)
+
+    @admin.display(description="last heartbeat", ordering="last_heartbeat_at")
+    def heartbeat(self, worker: Worker) -> SafeString:
+        ago = relative(worker.last_heartbeat_at, worker.db_now)
+        if is_dead(worker, worker.db_now):
+            return format_html('<strong class="ojs-alarm">{}</strong>', ago)
+        return format_html("{}", ago)
+
+    @admin.display(description="up for")
+    def uptime(self, worker: Worker) -> str:
+        started = worker.started_at or worker.registered_at
+        return human_duration(worker.db_now - started) if started else EMPTY
+
+    # -- actions: directives through the core -------------------------------------------
+
+    @admin.action(description="Quiet selected workers (stop fetching, finish active jobs)", permissions=["change"])
+    def quiet_workers(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._direct(request, queryset, WorkerState.QUIET, "Quiet")
+
+    @admin.action(description="Terminate selected workers (finish active jobs, then exit)", permissions=["change"])
+    def terminate_workers(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._direct(request, queryset, WorkerState.TERMINATE, "Terminate")
+
+    @admin.action(description="Resume selected workers (fetch again)", permissions=["change"])
+    def resume_workers(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._direct(request, queryset, WorkerState.RUNNING, "Resume")
+
+    def _direct(self, request: HttpRequest, queryset: QuerySet, directive: WorkerState, label: str) -> None:
+        outcome = Outcome(label)
+        workers = list(queryset)
+        note_missing(request, len(workers), outcome, "no longer registered")
+        for worker in workers:
+            reason = _refusal(worker, directive)
+            if reason:
+                outcome.skip(reason)
+            elif Worker.objects.set_directive([worker.pk], directive):
+                outcome.done_objects.append(worker)
+            else:
+                outcome.skip("no longer registered")
+        outcome.send(request)
+
+    # -- the live refresh ---------------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        live = path("live/", self.admin_site.admin_view(never_cache(self.live_view)), name="django_ojs_worker_live")
+        return [live, *super().get_urls()]
+
+    def live_view(self, request: HttpRequest) -> JsonResponse:
+        """The live cells of the list's rows, rendered as on the page: ``{"rows": {pk: {field: html}}}``.
+
+        Asked with the page's own query string, so filters, search and page
+        number select the same workers as the page shows.
+        """
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        changelist = self.get_changelist_instance(request)
+        rows = {
+            str(worker.pk): {name: conditional_escape(getattr(self, name)(worker)) for name in LIVE_FIELDS}
+            for worker in changelist.result_list
+        }
+        return JsonResponse({"rows": rows, "count": len(rows)})
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        context = {"live_url": reverse("admin:django_ojs_worker_live"), "live_seconds": LIVE_REFRESH_SECONDS}
+        return super().changelist_view(request, {**(extra_context or {}), **context})
+
+
+def _refusal(worker: Worker, directive: WorkerState) -> str | None:
+    """Why a directive would be pointless or invalid for this worker; None when it is not."""
+    if is_dead(worker, worker.db_now):
+        return "dead (no heartbeat)"
+    if worker.directive == directive:
+        return f"already asked to {directive.value if directive != WorkerState.RUNNING else 'run'}"
+    if _terminating(worker):
+        # ojs-worker-protocol §2.3: a worker never goes back from terminate.
+        return "terminating"
+    return None

@@ -1,0 +1,254 @@
+"""What each page shows: the lists, their filters and search, a job's page, the overview."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from django_ojs.admin import counting
+from django_ojs.keys import hash_key
+from django_ojs.models import ApiKey, Queue, Worker
+from django_ojs.states import WorkerState
+
+
+def listed(response) -> list[str]:
+    """The job ids a list page shows, top to bottom."""
+    return re.findall(r'<code class="ojs-id">([0-9a-f-]{36})</code>', response.content.decode())
+
+
+def jobs_page(client, **params) -> list[str]:
+    response = client.get(reverse("admin:django_ojs_job_changelist"), params)
+    assert response.status_code == 200
+    return listed(response)
+
+
+# -- the Jobs list ---------------------------------------------------------------------
+
+
+def test_jobs_are_listed_newest_first(admin_client, make_job):
+    first, second, third = (make_job("available") for _ in range(3))
+    assert jobs_page(admin_client) == [str(third.id), str(second.id), str(first.id)]
+
+
+def test_filters_by_state_queue_type_priority_and_worker(admin_client, make_job):
+    active = make_job("active", queue="mail", type="email.send")
+    urgent = make_job("available", queue="mail", type="email.send", priority=9)
+    other_type = make_job("available", queue="mail", type="email.digest")
+    elsewhere = make_job("available", queue="billing", type="invoice.render")
+
+    assert jobs_page(admin_client, state="active") == [str(active.id)]
+    assert set(jobs_page(admin_client, queue="mail")) == {str(active.id), str(urgent.id), str(other_type.id)}
+    assert jobs_page(admin_client, queue="mail", type="email.digest") == [str(other_type.id)]
+    assert jobs_page(admin_client, priority="9") == [str(urgent.id)]
+    assert jobs_page(admin_client, worker_id="worker-under-test") == [str(active.id)]
+    assert jobs_page(admin_client, type="invoice.render", state="available") == [str(elsewhere.id)]
+
+
+def test_sidebar_offers_known_types_queues_and_priorities(admin_client, make_job):
+    make_job("available", queue="mail", type="email.send", priority=3)
+    make_job("available", queue="billing", type="invoice.render")
+    page = admin_client.get(reverse("admin:django_ojs_job_changelist")).content.decode()
+    for choice in ("?type=email.send", "?type=invoice.render", "?queue=billing", "?queue=mail", "?priority=3"):
+        assert choice in page
+
+
+def test_search_by_id_type_and_meta_values(admin_client, make_job):
+    acme = make_job("available", meta={"tenant_id": "acme", "correlation_id": "req-42"})
+    globex = make_job("available", type="invoice.render", meta={"tenant_id": "globex", "shard": 7})
+    plain = make_job("available")
+
+    assert jobs_page(admin_client, q=str(plain.id)) == [str(plain.id)]
+    assert jobs_page(admin_client, q="acme") == [str(acme.id)]
+    assert jobs_page(admin_client, q="req-42") == [str(acme.id)]
+    assert jobs_page(admin_client, q="invoice.render") == [str(globex.id)]
+    assert jobs_page(admin_client, q="tenant_id:globex") == [str(globex.id)]
+    assert jobs_page(admin_client, q="shard=7") == [str(globex.id)]
+    assert jobs_page(admin_client, q="nobody") == []
+
+
+def test_list_columns_answer_what_is_happening(admin_client, make_job):
+    make_job("discarded", failures=2)
+    page = admin_client.get(reverse("admin:django_ojs_job_changelist")).content.decode()
+    assert "ojs-state-discarded" in page
+    assert "2 / 3" in page  # attempts: the second, of three allowed
+    assert "ConnectionError</code> connection refused to smtp:25 (attempt 2)" in page
+
+
+@pytest.mark.postgres
+def test_big_tables_get_an_estimated_count_and_bounded_pages(admin_client, make_job, monkeypatch):
+    """Past the exact-count bound the count is the planner's, and pages stop where the bound proved rows exist."""
+    from django_ojs.admin.jobs import JobAdmin
+
+    monkeypatch.setattr(counting.EstimatedCountPaginator, "exact_count_limit", 3)
+    monkeypatch.setattr(JobAdmin, "list_per_page", 2)
+    for _ in range(7):
+        make_job("available")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_ojs_job")
+
+    page = admin_client.get(reverse("admin:django_ojs_job_changelist"))
+
+    paginator = page.context["cl"].paginator
+    assert not paginator.tally.exact and paginator.tally.value > 3
+    assert paginator.num_pages == 2
+    assert "an estimate; the pages reach the first 4" in page.content.decode()
+    last = admin_client.get(reverse("admin:django_ojs_job_changelist"), {"p": 2})
+    assert len(listed(last)) == 2
+
+
+def test_small_tables_are_counted_exactly(admin_client, make_job):
+    make_job("available")
+    page = admin_client.get(reverse("admin:django_ojs_job_changelist"))
+    assert page.context["cl"].paginator.tally == counting.Tally(1, True)
+    assert "an estimate" not in page.content.decode()
+
+
+# -- a job's page ---------------------------------------------------------------------
+
+
+def test_job_page_shows_timeline_error_history_and_folded_backtraces(admin_client, make_job):
+    job = make_job("discarded", failures=3, backtrace=["frame one", "frame <two>"], meta={"tenant_id": "acme"})
+
+    page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.pk])).content.decode()
+
+    for moment in ("created", "enqueued", "started", "discarded"):
+        assert f"<th>{moment}</th>" in page
+    assert page.count('<li class="ojs-error">') == 3
+    assert page.count("<summary>Backtrace (2 frames)</summary>") == 3
+    assert "frame &lt;two&gt;" in page
+    assert "connection refused to smtp:25 (attempt 3)" in page
+    assert "not retryable" in page
+    assert '&quot;tenant_id&quot;: &quot;acme&quot;' in page
+
+
+def test_job_page_shows_who_holds_an_active_job_and_until_when(admin_client, make_job, make_worker):
+    make_worker("worker-under-test")
+    job = make_job("active")
+
+    page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.pk])).content.decode()
+
+    assert reverse("admin:django_ojs_worker_change", args=["worker-under-test"]) in page
+    assert "<th>visibility deadline</th>" in page
+
+
+def test_huge_arguments_are_cut(admin_client, make_job):
+    job = make_job("available", args=["x" * 100_000])
+    page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.pk])).content.decode()
+    assert "Cut at 20,000 of 100," in page
+    assert len(page) < 60_000
+
+
+# -- Dead letter, workers, queues, overview, API keys ------------------------------------------
+
+
+def test_dead_letter_lists_only_discarded_jobs_newest_discard_first(admin_client, make_job):
+    older = make_job("discarded")
+    make_job("completed", queue="other")
+    newer = make_job("discarded", queue="third")
+    page = admin_client.get(reverse("admin:django_ojs_deadletterjob_changelist"))
+    assert listed(page) == [str(newer.id), str(older.id)]
+    assert b"ConnectionError" in page.content
+
+
+def test_dead_letter_filters_by_last_error_type(admin_client, make_job):
+    dead = make_job("discarded")
+    url = reverse("admin:django_ojs_deadletterjob_changelist")
+    assert listed(admin_client.get(url, {"error_type": "ConnectionError"})) == [str(dead.id)]
+    assert listed(admin_client.get(url, {"error_type": "TimeoutError"})) == []
+
+
+def test_workers_page_marks_dead_workers_and_applied_directives(admin_client, make_worker):
+    alive = make_worker("w-alive")
+    Worker.objects.set_directive([alive.pk], WorkerState.QUIET)
+    Worker.objects.beat(alive.pk, state=WorkerState.QUIET)
+    asked = make_worker("w-asked")
+    Worker.objects.set_directive([asked.pk], WorkerState.TERMINATE)
+    dead = make_worker("w-dead")
+    Worker.objects.filter(pk=dead.pk).update(last_heartbeat_at=dead.last_heartbeat_at - dt.timedelta(minutes=2))
+
+    rows = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"]
+
+    assert "applied" in rows["w-alive"]["directive_status"]
+    assert "not applied yet" in rows["w-asked"]["directive_status"]
+    assert "ojs-worker-dead" in rows["w-dead"]["reported_state"]
+    assert "ojs-worker-dead" not in rows["w-alive"]["reported_state"]
+    page = admin_client.get(reverse("admin:django_ojs_worker_changelist")).content.decode()
+    assert 'data-ojs-live-url="/admin/django_ojs/worker/live/"' in page
+    assert 'data-pk="w-dead"' in page
+
+
+def test_queues_page_counts_by_state_and_shows_the_oldest_waiting_job(admin_client, make_job):
+    make_job("discarded", queue="mail")
+    make_job("available", queue="mail")
+    make_job("available", queue="mail")
+    Queue.objects.pause("mail")
+
+    page = admin_client.get(reverse("admin:django_ojs_queue_changelist"))
+
+    mail = next(queue for queue in page.context["cl"].result_list if queue.name == "mail")
+    assert mail.figures.counts["available"] == counting.Tally(2, True)
+    assert mail.figures.counts["discarded"] == counting.Tally(1, True)
+    assert mail.figures.oldest_available_at is not None and mail.figures.oldest_exact
+    text = page.content.decode()
+    assert "?queue=mail&amp;state=available" in text
+    assert 'class="ojs-paused"' in text
+
+
+def test_overview_counts_charts_and_flags_what_needs_attention(admin_client, make_job, make_worker):
+    make_job("completed")
+    make_job("discarded", queue="mail")
+    Queue.objects.pause("mail")
+    dead = make_worker("w-dead")
+    Worker.objects.filter(pk=dead.pk).update(last_heartbeat_at=dead.last_heartbeat_at - dt.timedelta(minutes=2))
+
+    page = admin_client.get(reverse("admin:django_ojs_overview_changelist"))
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    counts = {item["state"]: item["tally"] for item in page.context["states"]}
+    assert counts["completed"] == counting.Tally(1, True) and counts["available"] == counting.Tally(0, True)
+    assert '<svg class="ojs-chart"' in text and 'class="ojs-bar-completed"' in text
+    assert "1 completed, 1 failed (discarded)" in text
+    assert "Paused queue(s), not handing out jobs: mail." in text
+    assert "1 worker(s) silent for over 30 s" in text
+    assert 'data-pk="w-dead"' in text
+
+
+def test_admin_index_links_the_overview(admin_client, db):
+    assert reverse("admin:django_ojs_overview_changelist").encode() in admin_client.get(reverse("admin:index")).content
+
+
+def test_api_key_secret_is_shown_once_and_never_stored(admin_client, db):
+    created = admin_client.post(reverse("admin:django_ojs_apikey_add"), {"name": "billing", "scopes": ["enqueue", "read"]})
+
+    assert created.status_code == 200
+    assert "no-store" in created["Cache-Control"]
+    secret = created.context["secret"]
+    key = ApiKey.objects.get(name="billing")
+    assert key.key_hash == hash_key(secret) and key.scopes == ["enqueue", "read"]
+    assert secret.encode() in created.content
+    listing = admin_client.get(reverse("admin:django_ojs_apikey_changelist"))
+    assert secret.encode() not in listing.content
+    assert key.prefix.encode() in listing.content and b"never" in listing.content
+
+
+def test_api_key_form_says_what_is_missing(admin_client, db):
+    page = admin_client.post(reverse("admin:django_ojs_apikey_add"), {"name": ""})
+    assert page.status_code == 200 and b"This field is required." in page.content
+    assert not ApiKey.objects.exists()
+
+
+def test_job_counts_do_not_scan_the_table(admin_client, make_job, django_assert_max_num_queries):
+    """A list page makes a fixed number of queries, none of them an unbounded COUNT."""
+    for _ in range(3):
+        make_job("available")
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get(reverse("admin:django_ojs_job_changelist"))
+    counts = [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert counts and all("LIMIT" in sql.upper() for sql in counts)
