@@ -13,8 +13,14 @@ class DjangoOJSConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
         from . import checks  # noqa: F401  (registers the system checks)
         from .conf import ojs_settings
+
+        # Every installed app's jobs.py registers its handlers, in the web
+        # processes (for their enqueue defaults) as in the workers.
+        autodiscover_modules("jobs")
 
         # Announced at every start, not only by `manage.py check`.
         if ojs_settings.TEST_HOOKS:
