@@ -19,3 +19,6 @@ else:
 
 OJS.update(AUTH_REQUIRED=True, TEST_HOOKS=False)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Probe handlers and tables for the worker tests (tests/worker/probe).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.worker.probe"]

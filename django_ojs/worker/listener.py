@@ -20,7 +20,7 @@ logger = logging.getLogger("django_ojs.worker")
 
 CHANNEL = "ojs_available"
 # How often the listening thread looks up from notifies() to see if it must stop.
-STOP_CHECK = 1.0
+STOP_CHECK = 0.25
 RECONNECT_DELAY = 1.0
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..durations import format_timestamp
 from ..envelope import JobSpec, parse_job
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, OJSError
 from ..retry import RetryPolicy, parse_policy
 
 # Options that are attributes of the envelope itself rather than of "options".
@@ -74,7 +74,7 @@ def job_body(
     defaults = defaults or Defaults.from_settings()
     try:
         return parse_job(body, default_queue=defaults.queue, default_retry=defaults.retry)
-    except InvalidRequest as exc:
+    except OJSError as exc:
         if where:
             exc.message = f"{where}: {exc.message}"
             exc.args = (exc.message,)
