@@ -78,6 +78,21 @@ class Lease:
         )
 
 
+@dataclass(frozen=True)
+class Completed:
+    """A job ``ack_many`` completed: the attributes its event and its caller need."""
+
+    seq: int
+    id: Any
+    type: str
+    queue: str
+    attempt: int
+    started_at: dt.datetime | None
+    completed_at: dt.datetime
+    result: Any
+    state: str = JobState.COMPLETED
+
+
 class OutcomeMixin:
     def ack(self, job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
         """active -> completed in one conditional write; 409 if the job is not ours to ack."""
@@ -99,55 +114,68 @@ class OutcomeMixin:
             events.record([events.job_event("job.completed", job, job.completed_at, duration_ms=duration)])
         return job
 
-    def ack_many(self, acks: Sequence[tuple[Any, Lease, Any]]) -> tuple[list[Job], list[Any]]:
+    def ack_many(self, acks: Sequence[tuple[Any, Lease, Any]]) -> tuple[list[Completed], list[str]]:
         """Complete many jobs in one transaction: ``(job_id, lease, result)`` each.
 
         For the in-process worker, which flushes completions in batches.
         Jobs whose lease no longer holds (reaped, cancelled, claimed again)
         are left alone and returned as refused, exactly as a single ACK
         would refuse them. Returns (completed jobs, refused job ids).
+
+        Two statements whatever the batch size: the jobs whose lease holds
+        are locked (the lease is checked in SQL, one condition per distinct
+        lease -- a worker's batch has one or two), reading only the columns
+        the completion events need; then one UPDATE completes them.
         """
         wanted = {str(job_id): (lease, result) for job_id, lease, result in acks}
         if not wanted:
             return [], []
+        by_lease: dict[Lease, list[str]] = {}
+        for job_id, (lease, _) in wanted.items():
+            by_lease.setdefault(lease, []).append(job_id)
+        holds = Q()
+        for lease, job_ids in by_lease.items():
+            holds |= Q(id__in=job_ids) & lease.q()
         with transaction.atomic():
             rows = list(
                 self.select_for_update()
-                .filter(id__in=list(wanted), state__in=sources(Move.ACK))
+                .filter(holds, state__in=sources(Move.ACK))
                 .annotate(db_now=TxNow())
+                .order_by("seq")
+                .values_list("seq", "id", "type", "queue", "attempt", "started_at", "db_now")
             )
-            done = [job for job in rows if wanted[str(job.id)][0].holds(job)]
-            refused = [job_id for job_id in wanted if job_id not in {str(job.id) for job in done}]
-            if done:
-                now = done[0].db_now
-                results = [
-                    When(seq=job.seq, then=Value(wanted[str(job.id)][1], output_field=JSONField()))
-                    for job in done
-                    if wanted[str(job.id)][1] is not None
-                ]
-                self.filter(seq__in=[job.seq for job in done]).update(
-                    state=target(Move.ACK),
-                    completed_at=now,
-                    finished_at=now,
-                    result=Case(*results, default=None, output_field=JSONField()) if results else None,
-                    error=None,
-                    lease_expires_at=None,
-                    deadline_at=None,
+            if not rows:
+                return [], list(wanted)
+            now = rows[0][-1]
+            done = [
+                Completed(seq, job_id, type_, queue, attempt, started_at, now, wanted[str(job_id)][1])
+                for seq, job_id, type_, queue, attempt, started_at, _ in rows
+            ]
+            results = [
+                When(seq=job.seq, then=Value(job.result, output_field=JSONField()))
+                for job in done
+                if job.result is not None
+            ]
+            self.filter(seq__in=[job.seq for job in done]).update(
+                state=target(Move.ACK),
+                completed_at=now,
+                finished_at=now,
+                result=Case(*results, default=None, output_field=JSONField()) if results else None,
+                error=None,
+                lease_expires_at=None,
+                deadline_at=None,
+            )
+            events.record(
+                events.job_event(
+                    "job.completed",
+                    job,
+                    now,
+                    duration_ms=to_millis(now - job.started_at) if job.started_at else None,
                 )
-                for job in done:
-                    job.state, job.completed_at, job.finished_at = target(Move.ACK), now, now
-                    job.result, job.error = wanted[str(job.id)][1], None
-                    job.lease_expires_at = job.deadline_at = None
-                events.record(
-                    events.job_event(
-                        "job.completed",
-                        job,
-                        now,
-                        duration_ms=to_millis(now - job.started_at) if job.started_at else None,
-                    )
-                    for job in done
-                )
-        return done, refused
+                for job in done
+            )
+        done_ids = {str(job.id) for job in done}
+        return done, [job_id for job_id in wanted if job_id not in done_ids]
 
     def fail(
         self,
