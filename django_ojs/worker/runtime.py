@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 from uuid6 import uuid7
 
@@ -249,10 +249,10 @@ class Runtime:
             self._enforce_timeouts(now)
         if self._drain is not None:
             self._drain_turn(now)
-        if self._unwritten and self._flush_due(now):
-            self._flush()
-        if self._fetch_due(now):
-            self._fetch(now)
+        flush = bool(self._unwritten) and self._flush_due(now)
+        fetch = self._fetch_due(now)
+        if flush or fetch:
+            self._write_and_claim(now, flush, fetch)
 
     def _time_to_wait(self, now: float) -> float:
         wakes = [now + MAX_WAIT]
@@ -343,21 +343,35 @@ class Runtime:
             and (self._more_work or now >= self._next_poll)
         )
 
-    def _fetch(self, now: float) -> None:
+    def _write_and_claim(self, now: float, flush: bool, fetch: bool) -> None:
+        """Write decided outcomes and claim new jobs for the free slots, in one transaction.
+
+        One commit per turn instead of two. The slots the written jobs free
+        are counted only after the commit, so the claim asks for the slots
+        that were free before it: never more than the concurrency. Nothing
+        is applied in memory (released, dispatched) before the commit
+        succeeds: if it fails, the outcomes are written again next turn and
+        nothing was claimed.
+        """
         from ..models import Job
 
-        count = self._free_slots()
-        # Cleared before the query: a notification that arrives during it sets it again.
-        self._more_work = False
-        listening = self._listener is not None and self._listener.healthy
-        self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
+        batch = self._unwritten[: self.config.ack_batch_size] if flush else []
+        count = self._free_slots() if fetch else 0
+        if fetch:
+            # Cleared before the query: a notification that arrives during it sets it again.
+            self._more_work = False
+            listening = self._listener is not None and self._listener.healthy
+            self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
         try:
-            jobs = Job.objects.fetch(self.config.queues, count=count, worker_id=self.id)
+            with transaction.atomic():
+                report = self._write_outcomes(batch)
+                jobs = Job.objects.fetch(self.config.queues, count=count, worker_id=self.id) if count else []
         except DatabaseError as exc:
-            self._database_failed("fetch", exc)
-            self._more_work = True
+            self._database_failed("writing outcomes" if batch else "fetch", exc)
+            self._more_work = self._more_work or fetch
             return
-        if len(jobs) == count:
+        self._outcomes_written(batch, report)
+        if count and len(jobs) == count:
             self._more_work = True  # there may be more where these came from
         for job in jobs:
             self._dispatch(job, now)
@@ -442,66 +456,64 @@ class Runtime:
             or now - self._oldest_unwritten >= self.config.ack_flush_window
         )
 
-    def _flush(self) -> None:
-        """Write decided outcomes: every completion in one ``ack_many``, then each failure."""
+    def _write_outcomes(self, batch: list[Execution]) -> dict[int, str]:
+        """ACK every completion in one ``ack_many``, then FAIL each failure.
+
+        Returns what the store said of each execution, by ``id()``:
+        "completed", "failed", or "refused" (the job was cancelled or
+        recovered meanwhile, and the outcome is discarded).
+        """
         from ..models import Job
 
-        batch = self._unwritten[: self.config.ack_batch_size]
+        report: dict[int, str] = {}
         completions = [execution for execution in batch if execution.outcome.failure is None]
-        written: list[Execution] = []
         if completions:
-            try:
-                _, refused = Job.objects.ack_many(
-                    [(execution.job.id, execution.lease, execution.outcome.result) for execution in completions]
-                )
-            except DatabaseError as exc:
-                self._database_failed("ack", exc)
-                return
+            _, refused = Job.objects.ack_many(
+                [(execution.job.id, execution.lease, execution.outcome.result) for execution in completions]
+            )
             refused_ids = set(refused)
             for execution in completions:
-                if execution.job_id in refused_ids:
-                    self.stats.dropped += 1
-                    logger.warning(
-                        "job %s (%s): completion refused, the job was cancelled or recovered meanwhile",
-                        execution.job_id, execution.job.type,
-                    )
-                else:
-                    self.stats.completed += 1
-                written.append(execution)
+                report[id(execution)] = "refused" if execution.job_id in refused_ids else "completed"
         for execution in batch:
             failure = execution.outcome.failure
             if failure is None:
                 continue
             try:
-                self._write_failure(execution, failure)
-            except DatabaseError as exc:
-                self._database_failed("fail", exc)
-                break
-            written.append(execution)
-        done = set(map(id, written))
-        self._unwritten = [execution for execution in self._unwritten if id(execution) not in done]
-        if self._unwritten:
-            self._oldest_unwritten = time.monotonic()
-        for execution in written:
+                Job.objects.fail(
+                    execution.job.id, failure, lease=execution.lease, requeue=failure.type == failures.SHUTDOWN
+                )
+            except (InvalidTransition, NotFound):
+                report[id(execution)] = "refused"
+            else:
+                report[id(execution)] = "failed"
+        return report
+
+    def _outcomes_written(self, batch: list[Execution], report: dict[int, str]) -> None:
+        if not batch:
+            return
+        for execution in batch:
+            verdict = report[id(execution)]
+            failure = execution.outcome.failure
+            if verdict == "completed":
+                self.stats.completed += 1
+            elif verdict == "failed":
+                self.stats.failed += 1
+                logger.info(
+                    "job %s (%s) attempt %d failed: %s: %s",
+                    execution.job_id, execution.job.type, execution.job.attempt, failure.type, failure.message,
+                )
+            else:
+                self.stats.dropped += 1
+                logger.warning(
+                    "job %s (%s): %s refused, the job was cancelled or recovered meanwhile",
+                    execution.job_id, execution.job.type, "failure" if failure else "completion",
+                )
             execution.released = True
             self._forget_if_done(execution)
-
-    def _write_failure(self, execution: Execution, failure: Failure) -> None:
-        from ..models import Job
-
-        try:
-            Job.objects.fail(
-                execution.job.id, failure, lease=execution.lease, requeue=failure.type == failures.SHUTDOWN
-            )
-        except (InvalidTransition, NotFound) as exc:
-            self.stats.dropped += 1
-            logger.warning("job %s (%s): failure not recorded: %s", execution.job_id, execution.job.type, exc)
-            return
-        self.stats.failed += 1
-        logger.info(
-            "job %s (%s) attempt %d failed: %s: %s",
-            execution.job_id, execution.job.type, execution.job.attempt, failure.type, failure.message,
-        )
+        written = set(map(id, batch))
+        self._unwritten = [execution for execution in self._unwritten if id(execution) not in written]
+        if self._unwritten:
+            self._oldest_unwritten = time.monotonic()
 
     def _database_failed(self, what: str, exc: Exception) -> None:
         logger.warning("%s failed (%s); retrying in %gs", what, exc, DB_RETRY_DELAY)
