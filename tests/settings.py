@@ -22,3 +22,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Probe handlers and tables for the worker tests (tests/worker/probe).
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.worker.probe"]
+
+# Django >= 6.0: @task functions become OJS jobs (tests/worker/test_django_tasks.py).
+TASKS = {"default": {"BACKEND": "django_ojs.tasks.OJSBackend", "OPTIONS": {"RETRY": {"max_attempts": 1}}}}

@@ -25,12 +25,19 @@ def backtrace_frames(exc: BaseException) -> list[str]:
 
 
 def failure_from_exception(exc: BaseException, *, omit_backtrace: bool = False) -> Failure:
-    """The FAIL error for an exception; the retry policy decides what follows."""
+    """The FAIL error for an exception; the retry policy decides what follows.
+
+    ``details.error_class`` carries the dotted path too (the binding's name
+    for it), so ``non_retryable_errors`` may name ``"ValueError"`` or
+    ``"myapp.errors.PaymentDeclined"``.
+    """
     message = str(exc) or repr(exc)
+    cls = type(exc)
     return Failure(
-        type=type(exc).__name__,
+        type=cls.__name__,
         message=message[:MAX_MESSAGE_CHARS],
         backtrace=[] if omit_backtrace else cap_backtrace(backtrace_frames(exc)),
+        details={"error_class": f"{cls.__module__}.{cls.__qualname__}"},
     )
 
 

@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from queue import Empty, SimpleQueue
 from typing import Any
 
@@ -478,9 +478,11 @@ class Runtime:
             failure = execution.outcome.failure
             if failure is None:
                 continue
+            # Which worker ran the failed attempt, for the history (and Django's TaskResult.worker_ids).
+            stamped = replace(failure, details={**(failure.details or {}), "worker_id": self.id})
             try:
                 Job.objects.fail(
-                    execution.job.id, failure, lease=execution.lease, requeue=failure.type == failures.SHUTDOWN
+                    execution.job.id, stamped, lease=execution.lease, requeue=failure.type == failures.SHUTDOWN
                 )
             except (InvalidTransition, NotFound):
                 report[id(execution)] = "refused"
