@@ -165,14 +165,20 @@ class OutcomeMixin:
                 lease_expires_at=None,
                 deadline_at=None,
             )
-            events.record(
-                events.job_event(
-                    "job.completed",
-                    job,
-                    now,
-                    duration_ms=to_millis(now - job.started_at) if job.started_at else None,
-                )
-                for job in done
+            events.record_for_jobs(
+                "job.completed",
+                [job.seq for job in done],
+                now,
+                lambda: (
+                    events.job_event(
+                        "job.completed",
+                        job,
+                        now,
+                        duration_ms=to_millis(now - job.started_at) if job.started_at else None,
+                    )
+                    for job in done
+                ),
+                with_duration=True,
             )
         done_ids = {str(job.id) for job in done}
         return done, [job_id for job_id in wanted if job_id not in done_ids]
