@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -142,6 +143,7 @@ class Runtime:
         self.handlers = handlers
         self._waker = Waker()
         self._signals: deque[int] = deque()
+        self._stop_signals = 0
         self._replies: deque[BeatReply] = deque()
         self._finished: SimpleQueue[tuple[Execution, Outcome | None]] = SimpleQueue()
         # Every held job and every running handler thread: one slot each.
@@ -269,9 +271,15 @@ class Runtime:
     # -- inputs from signals and other threads ----------------------------------------
 
     def _on_signal(self, signum: int) -> None:
-        """Runs inside the signal handler: record and wake, nothing else."""
-        if signum in (signals.signal.SIGTERM, signals.signal.SIGINT) and self.lifecycle.forced:
-            signals.hard_exit(1)
+        """Runs inside the signal handler: record and wake, nothing else.
+
+        Counted here, not in the loop, so that the third SIGTERM/SIGINT exits
+        even when the loop is stuck (e.g. on an unreachable database).
+        """
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self._stop_signals += 1
+            if self._stop_signals >= 3:
+                signals.hard_exit(1)
         self._signals.append(signum)
         self._waker.wake()
 
@@ -297,7 +305,7 @@ class Runtime:
     def _apply_signals(self) -> None:
         while self._signals:
             signum = self._signals.popleft()
-            name = signals.signal.Signals(signum).name
+            name = signal.Signals(signum).name
             self._apply(self.lifecycle.on_signal(signum), name)
 
     def _apply_replies(self) -> None:

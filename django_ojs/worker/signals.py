@@ -2,7 +2,7 @@
 
 The handlers only record the signal and wake the loop; the loop applies it
 (``Lifecycle.on_signal``), so no lock is ever taken inside a handler. One
-exception: a third SIGTERM/SIGINT, after the forced stop already began,
+exception: a third SIGTERM/SIGINT (the runtime counts them in its handler)
 exits at once -- the escape hatch when even the forced stop hangs, e.g. on
 an unreachable database.
 """

@@ -40,12 +40,12 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
 class Process:
     """A manage.py command running in the background, its output in a file."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path):
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, prefix: list[str] | None = None):
         self.args = args
         self.log_path = log
         self._log = log.open("wb")
         self.popen = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), *args],
+            [*(prefix or []), sys.executable, str(ROOT / "manage.py"), *args],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
         )
         self.pid = self.popen.pid
@@ -82,7 +82,7 @@ def processes(transactional_db, tmp_path) -> Iterator[Callable[..., Process]]:
     )
     started: list[Process] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> Process:
+    def start(*args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None) -> Process:
         full_env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.worker.settings",
@@ -90,7 +90,7 @@ def processes(transactional_db, tmp_path) -> Iterator[Callable[..., Process]]:
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
-        process = Process(list(args), full_env, tmp_path / f"{args[0]}-{len(started)}.log")
+        process = Process(list(args), full_env, tmp_path / f"{args[0]}-{len(started)}.log", prefix)
         started.append(process)
         return process
 
