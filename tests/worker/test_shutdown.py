@@ -29,10 +29,10 @@ def test_sigterm_lets_running_jobs_finish_then_exits_cleanly(worker):
     jobs = [django_ojs.enqueue("probe.record", [2.0]) for _ in range(5)]
     wait_until(lambda: Execution.objects.count() == 5, 10, "5 running jobs")
 
-    signalled = time.monotonic()
+    signalled, signalled_wall = time.monotonic(), time.time()
     process.send(signal.SIGTERM)
     status = process.wait(timeout=20)
-    drain_seconds = time.monotonic() - signalled
+    drain_seconds, exited_wall = time.monotonic() - signalled, time.time()
 
     assert status == 0, process.output
     assert drain_seconds < 20
@@ -43,7 +43,13 @@ def test_sigterm_lets_running_jobs_finish_then_exits_cleanly(worker):
         assert run.finished_at is not None
     assert not Worker.objects.exists()
     assert "shutting down (SIGTERM)" in process.output
-    print(f"\ndrain: SIGTERM to exit with 5 jobs of 2 s running took {drain_seconds:.2f} s")
+    last_finished = max(run.finished_at for run in Execution.objects.all())
+    first_started = min(run.started_at for run in Execution.objects.all())
+    print(
+        f"\ndrain: SIGTERM to exit 0 took {drain_seconds:.2f} s with 5 jobs of 2 s running "
+        f"(signalled {signalled_wall - first_started.timestamp():.2f} s after the first started; "
+        f"exit {exited_wall - last_finished.timestamp():.2f} s after the last finished)"
+    )
 
 
 def test_sigint_is_a_graceful_shutdown_too(worker):
