@@ -546,7 +546,7 @@ class Runtime:
         elif now >= self._drain.next_log:
             self._drain.next_log = now + DRAIN_LOG_EVERY
             logger.info(
-                "draining: %d jobs still running; %.0fs of the grace period left",
+                "draining: still running %d job(s); %.0fs of the grace period left",
                 self._undecided, self._drain.deadline - now,
             )
 

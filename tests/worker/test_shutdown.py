@@ -88,12 +88,18 @@ def test_jobs_outliving_the_grace_period_fail_with_shutdown_error_and_run_again_
     assert Execution.objects.count() == 6
 
 
-def test_a_second_sigterm_forces_the_stop(worker):
+def test_heartbeats_and_progress_logs_go_on_while_draining_and_a_second_sigterm_forces_the_stop(worker):
     process = worker("--grace-period", "60")
     job = django_ojs.enqueue("probe.record", [0.1, 60])
     wait_until(lambda: Execution.objects.exists(), 10, "the job to start")
     process.send(signal.SIGTERM)
     process.wait_for_output("shutting down")
+    draining_since = Worker.objects.get().last_heartbeat_at
+    # ojs-graceful-shutdown §5.2: the remaining count every 5 s, heartbeats all along.
+    process.wait_for_output(r"draining: still running 1 job\(s\)", timeout=10)
+    row = Worker.objects.get()
+    assert row.state == "terminate" and row.last_heartbeat_at > draining_since
+    assert row.active_job_ids == [str(job.id)]
     started = time.monotonic()
     process.send(signal.SIGTERM)
     assert process.wait(timeout=10) == 0
