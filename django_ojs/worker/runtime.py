@@ -115,6 +115,13 @@ class WorkerConfig:
             raise ValueError("concurrency must be at least 1")
         if not config.queues:
             raise ValueError("a worker needs at least one queue")
+        for name in ("heartbeat_interval", "poll_interval", "listen_poll_interval", "ack_flush_window"):
+            if getattr(config, name) <= 0:
+                raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
+        if config.grace_period < 0:
+            raise ValueError("the grace period cannot be negative")
+        if config.ack_batch_size < 1:
+            raise ValueError("ACK_BATCH_SIZE must be at least 1")
         return config
 
 

@@ -95,3 +95,12 @@ def test_waker_wakes_a_waiting_loop_and_coalesces():
     waker.wait(0.05)  # nothing pending any more: it sleeps
     assert time.monotonic() - started >= 0.04
     waker.close()
+
+
+def test_worker_settings_are_checked(settings):
+    from django_ojs.worker.runtime import WorkerConfig
+
+    assert WorkerConfig.from_settings(concurrency=3, queues=("a", "b")).queues == ("a", "b")
+    for bad in ({"concurrency": 0}, {"heartbeat_interval": 0}, {"grace_period": -1}, {"queues": ()}):
+        with pytest.raises(ValueError):
+            WorkerConfig.from_settings(**bad)

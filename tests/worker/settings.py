@@ -13,7 +13,7 @@ from tests.settings import DATABASES, OJS
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = None
 
-for name in ("HEARTBEAT_TIMEOUT", "REAPER_INTERVAL"):
+for name in ("HEARTBEAT_TIMEOUT", "REAPER_INTERVAL", "LISTEN_POLL_INTERVAL"):
     if f"OJS_{name}" in os.environ:
         OJS[name] = float(os.environ[f"OJS_{name}"])
 if os.environ.get("OJS_OMIT_BACKTRACES"):

@@ -102,3 +102,13 @@ def test_quiet_running_and_terminate_directives_are_obeyed_at_the_next_heartbeat
     assert busy.state == "completed"
     assert not Worker.objects.exists()
     assert "shutting down (the server's terminate directive)" in process.output
+
+
+def test_an_idle_worker_wakes_up_on_notification_not_polling(worker):
+    """The fallback poll is set to 60 s: a job picked up within 30 s came through LISTEN/NOTIFY."""
+    process = worker(env={"OJS_LISTEN_POLL_INTERVAL": "60"})
+    time.sleep(0.5)  # past its first fetch: idle now
+    job = django_ojs.enqueue("probe.record", [0])
+    wait_until(lambda: Job.objects.filter(id=job.id, state="completed").exists(), 30, "the notified worker")
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=10) == 0
