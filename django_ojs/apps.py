@@ -13,8 +13,18 @@ class DjangoOJSConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import django
+        from django.utils.module_loading import autodiscover_modules
+
         from . import checks  # noqa: F401  (registers the system checks)
         from .conf import ojs_settings
+
+        # Every installed app's jobs.py registers its handlers, in the web
+        # processes (for their enqueue defaults) as in the workers.
+        autodiscover_modules("jobs")
+        if django.VERSION >= (6, 0):
+            # Registers the handler of Django's @task functions (django.tasks exists from 6.0).
+            from . import tasks  # noqa: F401
 
         # Announced at every start, not only by `manage.py check`.
         if ojs_settings.TEST_HOOKS:

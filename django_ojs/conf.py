@@ -50,6 +50,30 @@ DEFAULTS: dict[str, Any] = {
     # ojs-worker-protocol §4.2 and §10.1.
     "HEARTBEAT_INTERVAL": 5,
     "HEARTBEAT_TIMEOUT": 30,
+    # -- The Python worker (manage.py ojs_worker) ---------------------------
+    # ojs-worker-protocol §8.1: jobs one worker process runs at once.
+    "WORKER_CONCURRENCY": 10,
+    "WORKER_QUEUES": ["default"],
+    "WORKER_LABELS": [],
+    # ojs-graceful-shutdown §6.1 (30 s; the older worker protocol said 25 s).
+    "SHUTDOWN_GRACE_PERIOD": 30,
+    # Idle wake-up. On PostgreSQL the worker LISTENs for new jobs and polls
+    # only as a fallback every LISTEN_POLL_INTERVAL; on SQLite (no
+    # notifications) it polls every POLL_INTERVAL.
+    "POLL_INTERVAL": 0.5,
+    "LISTEN_POLL_INTERVAL": 5.0,
+    # Completions are written in batches: at most this many per write, and
+    # none waits longer than ACK_FLUSH_WINDOW seconds. A crash inside the
+    # window leaves the job active; the reaper hands it out again (at least
+    # once, never lost).
+    "ACK_BATCH_SIZE": 500,
+    "ACK_FLUSH_WINDOW": 0.02,
+    # ojs-core §12 (security): keep stack traces out of stored errors.
+    "OMIT_BACKTRACES": False,
+    # Middleware chains (ojs-middleware): dotted paths of callables or of
+    # classes instantiated without arguments, outermost / first first.
+    "ENQUEUE_MIDDLEWARE": [],
+    "EXECUTION_MIDDLEWARE": [],
     # -- Reaper (manage.py ojs_reaper) --------------------------------------
     # How often the timekeeping loops run: promotion of due jobs, leases,
     # execution timeouts, dead workers. Sub-second keeps retries punctual.

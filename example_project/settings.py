@@ -86,6 +86,7 @@ OJS = {
     "TEST_HOOKS": env.bool("OJS_TEST_HOOKS", default=False),
     "RESPONSE_MEDIA_TYPE": env("OJS_RESPONSE_MEDIA_TYPE", default="application/openjobspec+json"),
     "REAPER_INTERVAL": env.float("OJS_REAPER_INTERVAL", default=0.25),
+    "EVENTS": env.bool("OJS_EVENTS", default=True),
 }
 
 LOGGING = {

@@ -19,3 +19,9 @@ else:
 
 OJS.update(AUTH_REQUIRED=True, TEST_HOOKS=False)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Probe handlers and tables for the worker tests (tests/worker/probe).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.worker.probe"]
+
+# Django >= 6.0: @task functions become OJS jobs (tests/worker/test_django_tasks.py).
+TASKS = {"default": {"BACKEND": "django_ojs.tasks.OJSBackend", "OPTIONS": {"RETRY": {"max_attempts": 1}}}}

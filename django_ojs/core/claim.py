@@ -97,4 +97,10 @@ class ClaimMixin:
             job.worker_id = worker_id
             job.lease_expires_at = now + (visibility_timeout or job.visibility_timeout)
             job.deadline_at = now + job.timeout if job.timeout else None
-        events.record(events.job_event("job.started", job, now, worker_id=worker_id) for job in jobs)
+        events.record_for_jobs(
+            "job.started",
+            [job.seq for job in jobs],
+            now,
+            lambda: (events.job_event("job.started", job, now, worker_id=worker_id) for job in jobs),
+            data={"worker_id": worker_id},
+        )

@@ -78,6 +78,29 @@ class Lease:
         )
 
 
+@dataclass(frozen=True)
+class _Holder:
+    """The two columns ``Lease.holds`` reads."""
+
+    worker_id: str | None
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A job ``ack_many`` completed: the attributes its event and its caller need."""
+
+    seq: int
+    id: Any
+    type: str
+    queue: str
+    attempt: int
+    started_at: dt.datetime | None
+    completed_at: dt.datetime
+    result: Any
+    state: str = JobState.COMPLETED
+
+
 class OutcomeMixin:
     def ack(self, job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
         """active -> completed in one conditional write; 409 if the job is not ours to ack."""
@@ -99,13 +122,21 @@ class OutcomeMixin:
             events.record([events.job_event("job.completed", job, job.completed_at, duration_ms=duration)])
         return job
 
-    def ack_many(self, acks: Sequence[tuple[Any, Lease, Any]]) -> tuple[list[Job], list[Any]]:
+    def ack_many(self, acks: Sequence[tuple[Any, Lease, Any]]) -> tuple[list[Completed], list[str]]:
         """Complete many jobs in one transaction: ``(job_id, lease, result)`` each.
 
         For the in-process worker, which flushes completions in batches.
         Jobs whose lease no longer holds (reaped, cancelled, claimed again)
         are left alone and returned as refused, exactly as a single ACK
         would refuse them. Returns (completed jobs, refused job ids).
+
+        Two statements whatever the batch size: the batch's active jobs are
+        locked through the unique index on ``id``, reading only the columns
+        the lease check and the completion events need, and one UPDATE
+        completes those whose lease holds. (A lease condition in the WHERE
+        clause would let the planner pick the partial index of active jobs
+        by owner, whose dead entries -- every job the worker ever finished
+        since the last vacuum -- it would then walk on every batch.)
         """
         wanted = {str(job_id): (lease, result) for job_id, lease, result in acks}
         if not wanted:
@@ -115,30 +146,36 @@ class OutcomeMixin:
                 self.select_for_update()
                 .filter(id__in=list(wanted), state__in=sources(Move.ACK))
                 .annotate(db_now=TxNow())
+                .order_by("seq")
+                .values_list("seq", "id", "type", "queue", "attempt", "started_at", "worker_id", "db_now")
             )
-            done = [job for job in rows if wanted[str(job.id)][0].holds(job)]
-            refused = [job_id for job_id in wanted if job_id not in {str(job.id) for job in done}]
-            if done:
-                now = done[0].db_now
-                results = [
-                    When(seq=job.seq, then=Value(wanted[str(job.id)][1], output_field=JSONField()))
-                    for job in done
-                    if wanted[str(job.id)][1] is not None
-                ]
-                self.filter(seq__in=[job.seq for job in done]).update(
-                    state=target(Move.ACK),
-                    completed_at=now,
-                    finished_at=now,
-                    result=Case(*results, default=None, output_field=JSONField()) if results else None,
-                    error=None,
-                    lease_expires_at=None,
-                    deadline_at=None,
-                )
-                for job in done:
-                    job.state, job.completed_at, job.finished_at = target(Move.ACK), now, now
-                    job.result, job.error = wanted[str(job.id)][1], None
-                    job.lease_expires_at = job.deadline_at = None
-                events.record(
+            held = [row for row in rows if wanted[str(row[1])][0].holds(_Holder(row[6], row[4]))]
+            if not held:
+                return [], list(wanted)
+            now = rows[0][-1]
+            done = [
+                Completed(seq, job_id, type_, queue, attempt, started_at, now, wanted[str(job_id)][1])
+                for seq, job_id, type_, queue, attempt, started_at, _, _ in held
+            ]
+            results = [
+                When(seq=job.seq, then=Value(job.result, output_field=JSONField()))
+                for job in done
+                if job.result is not None
+            ]
+            self.filter(seq__in=[job.seq for job in done]).update(
+                state=target(Move.ACK),
+                completed_at=now,
+                finished_at=now,
+                result=Case(*results, default=None, output_field=JSONField()) if results else None,
+                error=None,
+                lease_expires_at=None,
+                deadline_at=None,
+            )
+            events.record_for_jobs(
+                "job.completed",
+                [job.seq for job in done],
+                now,
+                lambda: (
                     events.job_event(
                         "job.completed",
                         job,
@@ -146,8 +183,11 @@ class OutcomeMixin:
                         duration_ms=to_millis(now - job.started_at) if job.started_at else None,
                     )
                     for job in done
-                )
-        return done, refused
+                ),
+                with_duration=True,
+            )
+        done_ids = {str(job.id) for job in done}
+        return done, [job_id for job_id in wanted if job_id not in done_ids]
 
     def fail(
         self,

@@ -1,0 +1,92 @@
+"""Enqueue from Python: the in-process door to PUSH (no HTTP hop).
+
+Jobs are validated exactly as the HTTP binding validates them
+(``envelope.parse_job``), take their handler's defaults (``@job(...,
+queue=...)``), pass the enqueue middleware chain, and are stored by the
+core's ``push``/``push_many``.
+
+Transactional enqueue: the core's push runs in ``transaction.atomic()``,
+which inside a caller's own ``atomic()`` block is a savepoint. So a job
+enqueued there is committed with the caller's rows, or rolled back with
+them -- a job can never run for an order that was not saved, and no outbox
+table is needed. On PostgreSQL the "new work" notification is delivered at
+commit too, so a worker never wakes up for a job it cannot see yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from uuid6 import uuid7
+
+from .envelope import JobSpec
+from .errors import InvalidRequest
+from .worker.middleware import compose_enqueue, enqueue_chain
+from .worker.options import Defaults, job_body
+from .worker.registry import registry
+
+if TYPE_CHECKING:
+    from .models import Job
+
+
+def enqueue(job_type: str, args: Sequence[Any] = (), **options: Any) -> Job | None:
+    """Store one job of ``job_type`` with ``args``; return it, or None if middleware dropped it.
+
+    ``options`` are those of the envelope: ``queue``, ``priority``,
+    ``timeout`` (seconds or ``timedelta``), ``visibility_timeout``,
+    ``retry`` (a retry policy dict), ``scheduled_at`` / ``expires_at``
+    (aware ``datetime`` or RFC 3339), ``meta``, ``tags``, ``unique``,
+    ``pending``, ``id``. Invalid input raises ``django_ojs.errors.InvalidRequest``
+    (or ``PolicyInvalid``) naming the field.
+    """
+    return enqueue_many([{"type": job_type, "args": args, **options}])[0]
+
+
+def enqueue_many(jobs: Iterable[Mapping[str, Any]]) -> list[Job | None]:
+    """Store several jobs atomically: all of them or none.
+
+    Each item is ``{"type": ..., "args": [...], **options}``. The result has
+    one entry per item, in order: the stored job, or None where enqueue
+    middleware dropped it (ojs-middleware §9.2 option A). An exception --
+    invalid input, or raised by a middleware -- stores none of them.
+    """
+    defaults = Defaults.from_settings()
+    specs = [_spec(item, index, defaults) for index, item in enumerate(jobs)]
+    if not specs:
+        return []
+    from .models import Job
+
+    chain = enqueue_chain()
+    chain.freeze()
+    middlewares = list(chain)
+    if not middlewares:
+        return list(Job.objects.push_many(specs))
+    # Each job passes the chain on its own and sees itself stored (call_next
+    # returns the Job), so the jobs are pushed one by one, in one transaction.
+    with transaction.atomic():
+        return [compose_enqueue(middlewares, _store_unchanged_id(spec.id, Job.objects.push))(spec) for spec in specs]
+
+
+def _spec(item: Mapping[str, Any], index: int, defaults: Defaults) -> JobSpec:
+    if not isinstance(item, Mapping) or "type" not in item:
+        raise InvalidRequest(f"jobs[{index}] must be a mapping with a 'type'", field=f"jobs[{index}]")
+    options = dict(item)
+    job_type = options.pop("type")
+    args = options.pop("args", ())
+    merged = {**registry.defaults(job_type), **options}
+    spec = job_body(job_type, args, merged, defaults=defaults)
+    if spec.id is None:
+        # Fixed before the middleware run: they see it and may not change it (§3.5).
+        spec.id = uuid7()
+    return spec
+
+
+def _store_unchanged_id(job_id: Any, store: Callable[[JobSpec], Job]) -> Callable[[JobSpec], Job]:
+    def guarded(spec: JobSpec) -> Job:
+        if spec.id != job_id:
+            raise InvalidRequest(f"enqueue middleware changed the id of job {job_id}; ids are immutable")
+        return store(spec)
+
+    return guarded

@@ -1,0 +1,576 @@
+"""The worker process: claim, run, complete, beat, and shut down without losing a job.
+
+One loop in the main thread owns every decision; other threads only report
+to it through queues and wake it (``Waker``):
+
+- ``concurrency`` executor threads run handlers (``pool.py``);
+- the heartbeat thread BEATs every interval and on demand (``heartbeat.py``);
+- on PostgreSQL, the listener thread LISTENs for new work (``listener.py``);
+- signal handlers record the signal (``signals.py``).
+
+Each turn of the loop: apply signals and heartbeat replies, collect finished
+handlers, fail executions past their timeout, write completed attempts in
+one batch, then claim as many jobs as there are free slots in one FETCH.
+
+Slots. The runtime's table of executions holds every job the worker holds
+and every handler thread still running; its size is the number of slots
+taken, and FETCH asks for ``concurrency - size`` jobs, never more. A job
+stays in the table after its handler returns until its ACK or FAIL is
+written, and a timed-out handler stays until its thread returns (Python
+cannot kill a thread: its slot stays taken, its result is discarded).
+
+Completions are written in batches (``Job.objects.ack_many``) within a
+short window (``OJS["ACK_FLUSH_WINDOW"]``, 20 ms) or sooner when the batch
+is full or no handler is left running. A crash inside the window leaves the
+job active in the store; the reaper recovers it (``worker_death``) and it
+runs again: at least once, never lost.
+
+Shutdown (ojs-graceful-shutdown §5): on SIGTERM/SIGINT or a ``terminate``
+directive the worker stops fetching, announces itself with a heartbeat
+(``quiet``, §5.1), and reports ``terminate`` in the heartbeats of the
+drain (ojs-worker-protocol §7.2). It waits up to the grace period for its
+jobs, logging how many are left every 5 s, then FAILs the rest with
+``ShutdownError``. Those are released back to ``available`` at once, with
+the error in their history and without spending an attempt: an
+interruption is not the job's fault (as Sidekiq re-queues interrupted
+jobs). It sends a final heartbeat (``terminate``), deregisters and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from queue import Empty, SimpleQueue
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.utils import timezone
+from uuid6 import uuid7
+
+from ..conf import ojs_settings
+from ..core.outcome import Lease
+from ..core.workers import BeatReply, WorkerInfo
+from ..errors import InvalidTransition, NotFound
+from ..failure import Failure
+from ..states import WorkerState
+from . import failures, signals
+from .context import JobContext
+from .execution import Execution, Outcome, Runner
+from .health import HealthServer
+from .heartbeat import Heartbeat
+from .lifecycle import Change, Lifecycle
+from .listener import Listener
+from .middleware import execution_chain
+from .pool import ExecutorPool
+from .registry import HandlerRegistry, registry
+from .waker import Waker
+
+logger = logging.getLogger("django_ojs.worker")
+
+DRAIN_LOG_EVERY = 5.0  # ojs-graceful-shutdown §5.2
+DB_RETRY_DELAY = 1.0
+# The longest the loop sleeps without looking around.
+MAX_WAIT = 1.0
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    queues: tuple[str, ...]
+    concurrency: int
+    labels: tuple[str, ...] = ()
+    heartbeat_interval: float = 5.0
+    grace_period: float = 30.0
+    poll_interval: float = 0.5
+    listen_poll_interval: float = 5.0
+    ack_batch_size: int = 500
+    ack_flush_window: float = 0.02
+    omit_backtraces: bool = False
+    health_host: str = "0.0.0.0"
+    health_port: int | None = None
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> WorkerConfig:
+        """Settings from ``OJS``; ``None`` overrides mean "not given"."""
+        values: dict[str, Any] = {
+            "queues": tuple(ojs_settings.WORKER_QUEUES),
+            "concurrency": ojs_settings.WORKER_CONCURRENCY,
+            "labels": tuple(ojs_settings.WORKER_LABELS),
+            "heartbeat_interval": float(ojs_settings.HEARTBEAT_INTERVAL),
+            "grace_period": float(ojs_settings.SHUTDOWN_GRACE_PERIOD),
+            "poll_interval": float(ojs_settings.POLL_INTERVAL),
+            "listen_poll_interval": float(ojs_settings.LISTEN_POLL_INTERVAL),
+            "ack_batch_size": ojs_settings.ACK_BATCH_SIZE,
+            "ack_flush_window": float(ojs_settings.ACK_FLUSH_WINDOW),
+            "omit_backtraces": bool(ojs_settings.OMIT_BACKTRACES),
+        }
+        values.update({name: value for name, value in overrides.items() if value is not None})
+        config = cls(**values)
+        if config.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if not config.queues:
+            raise ValueError("a worker needs at least one queue")
+        for name in ("heartbeat_interval", "poll_interval", "listen_poll_interval", "ack_flush_window"):
+            if getattr(config, name) <= 0:
+                raise ValueError(f"{name.replace('_', ' ')} must be more than 0 seconds")
+        if config.grace_period < 0:
+            raise ValueError("the grace period cannot be negative")
+        if config.ack_batch_size < 1:
+            raise ValueError("ACK_BATCH_SIZE must be at least 1")
+        return config
+
+
+@dataclass
+class Stats:
+    completed: int = 0
+    failed: int = 0
+    # Outcomes the store refused: the job was cancelled or recovered meanwhile.
+    dropped: int = 0
+    max_in_flight: int = 0
+
+
+@dataclass
+class _Drain:
+    deadline: float
+    next_log: float
+    gave_up: bool = False
+
+
+class Runtime:
+    def __init__(self, config: WorkerConfig, *, handlers: HandlerRegistry = registry):
+        self.config = config
+        self.id = str(uuid7())
+        self.lifecycle = Lifecycle()
+        self.stats = Stats()
+        self.handlers = handlers
+        self._waker = Waker()
+        self._signals: deque[int] = deque()
+        self._stop_signals = 0
+        self._replies: deque[BeatReply] = deque()
+        self._finished: SimpleQueue[tuple[Execution, Outcome | None]] = SimpleQueue()
+        # Every held job and every running handler thread: one slot each.
+        self._table: dict[tuple[str, int], Execution] = {}
+        self._table_lock = threading.Lock()
+        self._undecided = 0  # held executions whose handler has not returned or been failed
+        self._unwritten: list[Execution] = []
+        self._oldest_unwritten = 0.0
+        self._earliest_deadline: float | None = None
+        self._more_work = True
+        self._next_poll = 0.0
+        self._retry_db_at = 0.0
+        self._drain: _Drain | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._listener: Listener | None = None
+        self._health: HealthServer | None = None
+        self._pool: ExecutorPool | None = None
+        self._previous_signals: dict[int, object] = {}
+
+    # -- the process --------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until shut down; return the exit status (0: every held job was handed back)."""
+        self._start()
+        try:
+            while not self._finished_draining():
+                self._turn()
+        finally:
+            status = self._stop()
+        return status
+
+    def _start(self) -> None:
+        from ..models import Worker
+
+        chain = execution_chain()
+        chain.freeze()
+        runner = Runner(self.handlers, list(chain), omit_backtraces=self.config.omit_backtraces)
+        Worker.objects.register(
+            self.id,
+            WorkerInfo(
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                queues=list(self.config.queues),
+                concurrency=self.config.concurrency,
+                labels=list(self.config.labels),
+                started_at=timezone.now(),
+            ),
+        )
+        self._previous_signals = signals.install(self._on_signal)
+        signals.warn_if_signals_may_not_arrive()
+        self._pool = ExecutorPool(self.config.concurrency, runner, self._on_handler_done)
+        self._pool.start()
+        self._heartbeat = Heartbeat(self.id, self.config.heartbeat_interval, self._beat_snapshot, self._on_reply)
+        self._heartbeat.start()
+        if connection.vendor == "postgresql":
+            self._listener = Listener(self.config.queues, self._on_work_available)
+            self._listener.start()
+        if self.config.health_port is not None:
+            self._health = HealthServer(self.config.health_host, self.config.health_port, lambda: self.lifecycle.state)
+            self._health.start()
+        logger.info(
+            "worker %s started (pid %d): queues %s, concurrency %d, handlers: %s",
+            self.id, os.getpid(), ", ".join(self.config.queues), self.config.concurrency,
+            ", ".join(self.handlers.types()) or "none",
+        )
+
+    def _stop(self) -> int:
+        from ..models import Worker
+
+        signals.restore(self._previous_signals)
+        if self._listener:
+            self._listener.stop()
+        if self._heartbeat:
+            self._heartbeat.stop()
+        if self._pool:
+            self._pool.stop()
+        held = self._held_ids()
+        clean = not held
+        try:
+            # ojs-graceful-shutdown §5.3: the final heartbeat says terminate.
+            Worker.objects.beat(self.id, state=WorkerState.TERMINATE, active_job_ids=held)
+            Worker.objects.deregister(self.id)
+        except DatabaseError as exc:
+            logger.error("could not deregister (%s); the reaper will recover this worker's jobs", exc)
+            clean = False
+        if self._health:
+            self._health.stop()
+        self._waker.close()
+        logger.info(
+            "worker %s stopped: %d completed, %d failed, %d dropped, at most %d of %d slots in use",
+            self.id, self.stats.completed, self.stats.failed, self.stats.dropped,
+            self.stats.max_in_flight, self.config.concurrency,
+        )
+        return 0 if clean else 1
+
+    # -- one turn of the loop ---------------------------------------------------------
+
+    def _turn(self) -> None:
+        self._waker.wait(self._time_to_wait(time.monotonic()))
+        self._apply_signals()
+        self._apply_replies()
+        self._collect_finished()
+        now = time.monotonic()
+        if self._earliest_deadline is not None and now >= self._earliest_deadline:
+            self._enforce_timeouts(now)
+        if self._drain is not None:
+            self._drain_turn(now)
+        flush = bool(self._unwritten) and self._flush_due(now)
+        fetch = self._fetch_due(now)
+        if flush or fetch:
+            self._write_and_claim(now, flush, fetch)
+
+    def _time_to_wait(self, now: float) -> float:
+        wakes = [now + MAX_WAIT]
+        if self._unwritten:
+            wakes.append(max(self._oldest_unwritten + self.config.ack_flush_window, self._retry_db_at))
+        if self._earliest_deadline is not None:
+            wakes.append(self._earliest_deadline)
+        if self.lifecycle.fetching and self._free_slots() > 0:
+            wakes.append(max(now if self._more_work else self._next_poll, self._retry_db_at))
+        if self._drain is not None:
+            wakes.extend([self._drain.deadline, self._drain.next_log])
+        return min(wakes) - now
+
+    # -- inputs from signals and other threads ----------------------------------------
+
+    def _on_signal(self, signum: int) -> None:
+        """Runs inside the signal handler: record and wake, nothing else.
+
+        Counted here, not in the loop, so that the third SIGTERM/SIGINT exits
+        even when the loop is stuck (e.g. on an unreachable database).
+        """
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self._stop_signals += 1
+            if self._stop_signals >= 3:
+                signals.hard_exit(1)
+        self._signals.append(signum)
+        self._waker.wake()
+
+    def _on_handler_done(self, execution: Execution, outcome: Outcome | None) -> None:
+        self._finished.put((execution, outcome))
+        self._waker.wake()
+
+    def _on_reply(self, reply: BeatReply) -> None:
+        self._replies.append(reply)
+        self._waker.wake()
+
+    def _on_work_available(self) -> None:
+        self._more_work = True
+        self._waker.wake()
+
+    def _beat_snapshot(self) -> tuple[WorkerState, list[str]]:
+        return self.lifecycle.state, self._held_ids()
+
+    def _held_ids(self) -> list[str]:
+        with self._table_lock:
+            return [execution.job_id for execution in self._table.values() if not execution.released]
+
+    def _apply_signals(self) -> None:
+        while self._signals:
+            signum = self._signals.popleft()
+            name = signal.Signals(signum).name
+            self._apply(self.lifecycle.on_signal(signum), name)
+
+    def _apply_replies(self) -> None:
+        while self._replies:
+            reply = self._replies.popleft()
+            self._apply(self.lifecycle.on_directive(reply.directive), f"the server's {reply.directive} directive")
+            for job_id in reply.jobs_cancelled:
+                self._release_unfinished(job_id, "the job was cancelled")
+            for job_id in reply.jobs_lost:
+                self._release_unfinished(job_id, "the job is no longer reserved by this worker")
+
+    def _apply(self, change: Change, cause: str) -> None:
+        assert self._heartbeat is not None
+        if change is Change.QUIET:
+            logger.info("quiet (%s): no longer fetching; %d jobs running", cause, self._undecided)
+            self._heartbeat.request()
+        elif change is Change.RESUME:
+            logger.info("running again (%s)", cause)
+            self._more_work = True
+            self._heartbeat.request()
+        elif change is Change.TERMINATE:
+            now = time.monotonic()
+            self._drain = _Drain(deadline=now + self.config.grace_period, next_log=now + DRAIN_LOG_EVERY)
+            logger.info(
+                "shutting down (%s): no longer fetching; waiting up to %gs for %d running jobs",
+                cause, self.config.grace_period, self._undecided,
+            )
+            # §5.1: tell the backend at once that no more jobs will be fetched.
+            self._heartbeat.request(report=WorkerState.QUIET)
+        elif change is Change.FORCE:
+            logger.warning("%s again: forcing the stop; %d jobs still running", cause, self._undecided)
+
+    # -- executions -----------------------------------------------------------------
+
+    def _free_slots(self) -> int:
+        return self.config.concurrency - len(self._table)
+
+    def _fetch_due(self, now: float) -> bool:
+        return (
+            self.lifecycle.fetching
+            and now >= self._retry_db_at
+            and self._free_slots() > 0
+            and (self._more_work or now >= self._next_poll)
+        )
+
+    def _write_and_claim(self, now: float, flush: bool, fetch: bool) -> None:
+        """Write decided outcomes and claim new jobs for the free slots, in one transaction.
+
+        One commit per turn instead of two. The slots the written jobs free
+        are counted only after the commit, so the claim asks for the slots
+        that were free before it: never more than the concurrency. Nothing
+        is applied in memory (released, dispatched) before the commit
+        succeeds: if it fails, the outcomes are written again next turn and
+        nothing was claimed.
+        """
+        from ..models import Job
+
+        batch = self._unwritten[: self.config.ack_batch_size] if flush else []
+        count = self._free_slots() if fetch else 0
+        if fetch:
+            # Cleared before the query: a notification that arrives during it sets it again.
+            self._more_work = False
+            listening = self._listener is not None and self._listener.healthy
+            self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
+        try:
+            with transaction.atomic():
+                report = self._write_outcomes(batch)
+                jobs = Job.objects.fetch(self.config.queues, count=count, worker_id=self.id) if count else []
+        except DatabaseError as exc:
+            self._database_failed("writing outcomes" if batch else "fetch", exc)
+            self._more_work = self._more_work or fetch
+            return
+        self._outcomes_written(batch, report)
+        if count and len(jobs) == count:
+            self._more_work = True  # there may be more where these came from
+        for job in jobs:
+            self._dispatch(job, now)
+
+    def _dispatch(self, job: Any, claimed_at: float) -> None:
+        assert self._heartbeat is not None and self._pool is not None
+        # Measured from before the claim, so the worker's deadline falls no
+        # later than the store's (started_at + timeout).
+        deadline = claimed_at + job.timeout.total_seconds() if job.timeout else None
+        ctx = JobContext(job, self.id, self._heartbeat.beat_now, deadline)
+        execution = Execution(job, ctx, Lease(worker_id=self.id, attempt=job.attempt), deadline)
+        with self._table_lock:
+            self._table[(execution.job_id, job.attempt)] = execution
+            in_flight = len(self._table)
+        self._undecided += 1
+        if in_flight > self.stats.max_in_flight:
+            self.stats.max_in_flight = in_flight
+        if deadline is not None and (self._earliest_deadline is None or deadline < self._earliest_deadline):
+            self._earliest_deadline = deadline
+        self._pool.submit(execution)
+
+    def _collect_finished(self) -> None:
+        while True:
+            try:
+                execution, outcome = self._finished.get_nowait()
+            except Empty:
+                return
+            execution.thread_done = True
+            if execution.outcome is None and not execution.released:
+                self._decide(execution, outcome or Outcome(failure=_runner_bug()))
+            else:
+                # Failed or released while the handler ran: its result is discarded.
+                self._forget_if_done(execution)
+
+    def _decide(self, execution: Execution, outcome: Outcome) -> None:
+        execution.outcome = outcome
+        self._undecided -= 1
+        if not self._unwritten:
+            self._oldest_unwritten = time.monotonic()
+        self._unwritten.append(execution)
+
+    def _enforce_timeouts(self, now: float) -> None:
+        earliest = None
+        for execution in list(self._table.values()):
+            if execution.outcome is not None or execution.released or execution.deadline is None:
+                continue
+            if execution.deadline <= now:
+                limit = execution.job.timeout.total_seconds()
+                execution.ctx.cancel("timeout")
+                logger.warning(
+                    "job %s (%s) exceeded its %gs timeout; failing it. Its thread keeps the slot until "
+                    "the handler returns.", execution.job_id, execution.job.type, limit,
+                )
+                self._decide(execution, Outcome(failure=failures.timed_out(limit)))
+            elif earliest is None or execution.deadline < earliest:
+                earliest = execution.deadline
+        self._earliest_deadline = earliest
+
+    def _release_unfinished(self, job_id: str, reason: str) -> None:
+        """The store took the job away (cancelled, or recovered): stop reporting it."""
+        for execution in list(self._table.values()):
+            if execution.job_id != job_id or execution.released or execution.outcome is not None:
+                continue
+            logger.warning("job %s (%s): %s; its result will be discarded", job_id, execution.job.type, reason)
+            execution.ctx.cancel(reason)
+            execution.released = True
+            self._undecided -= 1
+            self.stats.dropped += 1
+            self._forget_if_done(execution)
+
+    def _forget_if_done(self, execution: Execution) -> None:
+        if execution.thread_done and execution.released:
+            with self._table_lock:
+                self._table.pop((execution.job_id, execution.job.attempt), None)
+
+    # -- writing outcomes ---------------------------------------------------------------
+
+    def _flush_due(self, now: float) -> bool:
+        return now >= self._retry_db_at and (
+            self._undecided == 0
+            or len(self._unwritten) >= self.config.ack_batch_size
+            or now - self._oldest_unwritten >= self.config.ack_flush_window
+        )
+
+    def _write_outcomes(self, batch: list[Execution]) -> dict[int, str]:
+        """ACK every completion in one ``ack_many``, then FAIL each failure.
+
+        Returns what the store said of each execution, by ``id()``:
+        "completed", "failed", or "refused" (the job was cancelled or
+        recovered meanwhile, and the outcome is discarded).
+        """
+        from ..models import Job
+
+        report: dict[int, str] = {}
+        completions = [execution for execution in batch if execution.outcome.failure is None]
+        if completions:
+            _, refused = Job.objects.ack_many(
+                [(execution.job.id, execution.lease, execution.outcome.result) for execution in completions]
+            )
+            refused_ids = set(refused)
+            for execution in completions:
+                report[id(execution)] = "refused" if execution.job_id in refused_ids else "completed"
+        for execution in batch:
+            failure = execution.outcome.failure
+            if failure is None:
+                continue
+            # Which worker ran the failed attempt, for the history (and Django's TaskResult.worker_ids).
+            stamped = replace(failure, details={**(failure.details or {}), "worker_id": self.id})
+            try:
+                Job.objects.fail(
+                    execution.job.id, stamped, lease=execution.lease, requeue=failure.type == failures.SHUTDOWN
+                )
+            except (InvalidTransition, NotFound):
+                report[id(execution)] = "refused"
+            else:
+                report[id(execution)] = "failed"
+        return report
+
+    def _outcomes_written(self, batch: list[Execution], report: dict[int, str]) -> None:
+        if not batch:
+            return
+        for execution in batch:
+            verdict = report[id(execution)]
+            failure = execution.outcome.failure
+            if verdict == "completed":
+                self.stats.completed += 1
+            elif verdict == "failed":
+                self.stats.failed += 1
+                logger.info(
+                    "job %s (%s) attempt %d failed: %s: %s",
+                    execution.job_id, execution.job.type, execution.job.attempt, failure.type, failure.message,
+                )
+            else:
+                self.stats.dropped += 1
+                logger.warning(
+                    "job %s (%s): %s refused, the job was cancelled or recovered meanwhile",
+                    execution.job_id, execution.job.type, "failure" if failure else "completion",
+                )
+            execution.released = True
+            self._forget_if_done(execution)
+        written = set(map(id, batch))
+        self._unwritten = [execution for execution in self._unwritten if id(execution) not in written]
+        if self._unwritten:
+            self._oldest_unwritten = time.monotonic()
+
+    def _database_failed(self, what: str, exc: Exception) -> None:
+        logger.warning("%s failed (%s); retrying in %gs", what, exc, DB_RETRY_DELAY)
+        close_old_connections()
+        self._retry_db_at = time.monotonic() + DB_RETRY_DELAY
+        if self._drain is not None and (self.lifecycle.forced or time.monotonic() >= self._drain.deadline):
+            # Past the grace period the store is still unreachable: leave the
+            # jobs to the reaper (worker_death) rather than hang.
+            self._drain.gave_up = True
+
+    # -- shutdown ---------------------------------------------------------------------
+
+    def _drain_turn(self, now: float) -> None:
+        assert self._drain is not None
+        if self.lifecycle.forced or now >= self._drain.deadline:
+            self._interrupt_running(
+                "the worker was forced to stop" if self.lifecycle.forced
+                else f"the worker shut down; the job was still running after the {self.config.grace_period:g}s grace period"
+            )
+        elif now >= self._drain.next_log:
+            self._drain.next_log = now + DRAIN_LOG_EVERY
+            logger.info(
+                "draining: still running %d job(s); %.0fs of the grace period left",
+                self._undecided, self._drain.deadline - now,
+            )
+
+    def _interrupt_running(self, reason: str) -> None:
+        for execution in list(self._table.values()):
+            if execution.outcome is None and not execution.released:
+                execution.ctx.cancel("shutdown")
+                self._decide(execution, Outcome(failure=failures.shutdown(reason)))
+
+    def _finished_draining(self) -> bool:
+        if self._drain is None:
+            return False
+        if self._drain.gave_up:
+            return True
+        with self._table_lock:
+            return all(execution.released for execution in self._table.values())
+
+
+def _runner_bug() -> Failure:
+    return Failure(type="WorkerError", message="the worker could not run the handler; see the worker's log")

@@ -1,0 +1,42 @@
+"""Sample handlers of the demo (``manage.py ojs_demo``): one succeeds, one fails once, one sleeps."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import django_ojs
+from django_ojs.worker.context import JobContext
+
+
+@django_ojs.job("demo.noop")
+def noop(ctx: JobContext) -> None:
+    """Does nothing: the benchmark's job."""
+
+
+@django_ojs.job("demo.greet", queue="default")
+def greet(ctx: JobContext, name: str = "world") -> dict:
+    """Succeeds at once with a result."""
+    return {"greeting": f"Hello, {name}!", "attempt": ctx.attempt}
+
+
+class FlakyServiceError(Exception):
+    """Stands in for a remote service that is down for a moment."""
+
+
+@django_ojs.job("demo.flaky", retry={"max_attempts": 3, "initial_interval": "PT1S"})
+def flaky(ctx: JobContext, order_id: int) -> dict:
+    """Fails on its first attempt, succeeds on the retry."""
+    if ctx.attempt == 1:
+        raise FlakyServiceError(f"payment service unavailable for order {order_id}")
+    return {"order_id": order_id, "charged": True, "attempt": ctx.attempt}
+
+
+@django_ojs.job("demo.sleep", timeout=120)
+def sleep(ctx: JobContext, seconds: float = 3.0) -> dict:
+    """Works for a while, stopping early if the job is cancelled or the worker shuts down."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ctx.raise_if_cancelled()
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+    return {"slept": seconds, "jitter": round(random.random(), 3)}

@@ -1,0 +1,47 @@
+"""The handler registry and the @job decorator (no database)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from django_ojs.errors import PolicyInvalid
+from django_ojs.worker.registry import HandlerRegistry
+
+
+def send(ctx, to):
+    return f"sent to {to}"
+
+
+def other(ctx):
+    return None
+
+
+def test_register_and_look_up():
+    registry = HandlerRegistry()
+    handler = registry.register("email.send", send, {"queue": "mail"})
+    assert registry.get("email.send") is handler
+    assert registry.get("email.other") is None
+    assert registry.types() == ["email.send"]
+    assert registry.defaults("email.send") == {"queue": "mail"}
+    assert handler(None, "a@example.com") == "sent to a@example.com"  # still callable as the function
+    assert handler.name == f"{__name__}.send"
+
+
+def test_a_type_has_one_handler():
+    registry = HandlerRegistry()
+    registry.register("email.send", send)
+    registry.register("email.send", send)  # the same function again (a re-import) is fine
+    with pytest.raises(ImproperlyConfigured, match="already has the handler"):
+        registry.register("email.send", other)
+
+
+@pytest.mark.parametrize("bad", ["Email.Send", "email..send", "", "email send"])
+def test_types_follow_the_envelope_rules(bad):
+    with pytest.raises(ImproperlyConfigured, match="dot-separated"):
+        HandlerRegistry().register(bad, send)
+
+
+def test_invalid_default_options_fail_at_registration():
+    with pytest.raises(PolicyInvalid, match="handler 'email.send'"):
+        HandlerRegistry().register("email.send", send, {"retry": {"backoff_coefficient": 0.5}})

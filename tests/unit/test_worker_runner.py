@@ -1,0 +1,54 @@
+"""Running one job through its middleware and handler into an Outcome (no database)."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+from django_ojs.core.outcome import Lease
+from django_ojs.worker.context import JobContext
+from django_ojs.worker.execution import Execution, Runner
+from django_ojs.worker.registry import HandlerRegistry
+
+
+def execution(job_type: str, *args) -> Execution:
+    job = SimpleNamespace(id=uuid.uuid4(), type=job_type, args=list(args), attempt=2, queue="default", meta={})
+    ctx = JobContext(job, "worker-1", beat=lambda: None)
+    return Execution(job, ctx, Lease("worker-1", 2), deadline=None)
+
+
+def registry_with(**handlers) -> HandlerRegistry:
+    registry = HandlerRegistry()
+    for job_type, func in handlers.items():
+        registry.register(job_type.replace("_", "."), func)
+    return registry
+
+
+def test_the_handler_gets_the_context_and_the_args():
+    runner = Runner(registry_with(math_add=lambda ctx, a, b: {"sum": a + b, "attempt": ctx.attempt}), [],
+                    omit_backtraces=False)
+    outcome = runner(execution("math.add", 2, 3))
+    assert (outcome.result, outcome.failure) == ({"sum": 5, "attempt": 2}, None)
+
+
+def test_exceptions_and_bad_results_become_failures():
+    def boom(ctx):
+        raise LookupError("no such user")
+
+    runner = Runner(registry_with(a_boom=boom, a_bad=lambda ctx: object()), [], omit_backtraces=False)
+    failure = runner(execution("a.boom")).failure
+    assert (failure.type, failure.message, failure.details["error_class"]) == (
+        "LookupError", "no such user", "builtins.LookupError")
+    assert failure.backtrace[0].startswith("at boom (")
+    assert runner(execution("a.bad")).failure.type == "InvalidResult"
+    missing = runner(execution("a.missing")).failure
+    assert (missing.type, missing.retryable) == ("HandlerNotFound", False)
+
+
+def test_execution_middleware_wraps_the_handler():
+    def tag(job, ctx, call_next):
+        ctx.metadata["seen"] = job.type
+        return {"wrapped": call_next(), "seen": ctx.metadata["seen"]}
+
+    runner = Runner(registry_with(a_b=lambda ctx: 1), [tag], omit_backtraces=False)
+    assert runner(execution("a.b")).result == {"wrapped": 1, "seen": "a.b"}

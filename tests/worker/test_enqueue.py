@@ -1,0 +1,115 @@
+"""Enqueue from Python: transactional with the app's rows, handler defaults, middleware."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+import django_ojs
+from django_ojs.errors import InvalidRequest
+from django_ojs.models import Job
+from django_ojs.worker import middleware as mw
+
+from .probe.models import Order
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_transaction_leaves_no_job():
+    with pytest.raises(Boom), transaction.atomic():
+        Order.objects.create(reference="A-1")
+        django_ojs.enqueue("probe.record", [0])
+        raise Boom
+    assert not Order.objects.exists()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_transaction_stores_the_job_with_the_rows():
+    with transaction.atomic():
+        order = Order.objects.create(reference="A-2")
+        job = django_ojs.enqueue("probe.record", [order.pk])
+    assert Job.objects.get(id=job.id).args == [order.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_is_all_or_nothing():
+    with pytest.raises(InvalidRequest):
+        django_ojs.enqueue_many([{"type": "probe.record"}, {"type": "Not A Type"}])
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_options_accept_python_values_and_handler_defaults_apply():
+    @django_ojs.job("probe.defaults", queue="mail", priority=5, retry={"max_attempts": 7})
+    def handler(ctx):
+        return None
+
+    try:
+        later = timezone.now() + dt.timedelta(hours=1)
+        job = handler.enqueue(timeout=dt.timedelta(seconds=90), scheduled_at=later, priority=1)
+        assert (job.queue, job.priority, job.max_attempts) == ("mail", 1, 7)
+        assert job.timeout == dt.timedelta(seconds=90)
+        assert job.state == "scheduled" and abs(job.scheduled_at - later) < dt.timedelta(milliseconds=1)
+    finally:
+        from django_ojs.worker.registry import registry
+
+        registry.unregister("probe.defaults")
+
+
+@pytest.mark.django_db
+def test_invalid_options_name_the_field():
+    with pytest.raises(InvalidRequest) as raised:
+        django_ojs.enqueue("probe.record", [], priority=1000)
+    assert raised.value.field == "options.priority"
+
+
+class TagWithTenant:
+    def __call__(self, job, call_next):
+        job.meta = {**job.meta, "tenant": "acme"}
+        return call_next(job)
+
+
+def drop_dry_runs(job, call_next):
+    return None if job.meta.get("dry_run") else call_next(job)
+
+
+def rewrite_id(job, call_next):
+    from uuid6 import uuid7
+
+    job.id = uuid7()
+    return call_next(job)
+
+
+@pytest.fixture
+def enqueue_middleware(ojs):
+    def configure(*paths: str) -> None:
+        ojs(ENQUEUE_MIDDLEWARE=list(paths))
+
+    yield configure
+    mw.reset_chains()
+
+
+@pytest.mark.django_db
+def test_enqueue_middleware_modifies_and_drops(enqueue_middleware):
+    enqueue_middleware(f"{__name__}.TagWithTenant", f"{__name__}.drop_dry_runs")
+    kept, dropped = django_ojs.enqueue_many(
+        [{"type": "probe.record"}, {"type": "probe.record", "meta": {"dry_run": True}}]
+    )
+    assert kept.meta == {"tenant": "acme"}
+    assert dropped is None
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_enqueue_middleware_may_not_change_the_id(enqueue_middleware):
+    enqueue_middleware(f"{__name__}.rewrite_id")
+    with pytest.raises(InvalidRequest, match="ids are immutable"):
+        django_ojs.enqueue("probe.record")
+    assert not Job.objects.exists()

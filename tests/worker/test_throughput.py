@@ -1,0 +1,67 @@
+"""Many workers, many jobs: each job runs exactly once, no worker exceeds its concurrency."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections import defaultdict
+
+import pytest
+from django.db.models import Count
+
+from django_ojs.envelope import parse_job
+from django_ojs.models import Job
+
+from .conftest import wait_until
+from .probe.models import Execution
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+WORKERS = 4
+JOBS_PER_WORKER = 5000
+CONCURRENCY = 10
+
+
+def max_overlap(intervals: list[tuple]) -> int:
+    """Most intervals [start, end) open at one instant."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    # At equal instants the end sorts first (-1 < 1): a slot freed and
+    # refilled in one transaction is not counted twice.
+    open_now = peak = 0
+    for _, step in edges:
+        open_now += step
+        peak = max(peak, open_now)
+    return peak
+
+
+def test_four_workers_run_twenty_thousand_jobs_exactly_once_within_their_concurrency(worker):
+    total = WORKERS * JOBS_PER_WORKER
+    for _ in range(0, total, 1000):
+        Job.objects.push_many([parse_job({"type": "probe.record", "args": []}) for _ in range(1000)])
+    processes = [worker("--concurrency", str(CONCURRENCY)) for _ in range(WORKERS)]
+
+    wait_until(lambda: Job.objects.filter(state="completed").count() == total, 240, "every job to complete", 0.5)
+
+    # Exactly once, from the handlers' own records: one run per job, all on attempt 1.
+    assert Execution.objects.count() == total
+    assert Execution.objects.values("job_id").distinct().count() == total
+    assert not Execution.objects.values("job_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert set(Job.objects.values_list("attempt", flat=True)) == {1}
+
+    # Concurrency, from the store: a job is held from its claim (started_at)
+    # to its completion (completed_at), both stamped by the database.
+    held = defaultdict(list)
+    for worker_id, started, completed in Job.objects.values_list("worker_id", "started_at", "completed_at"):
+        held[worker_id].append((started, completed))
+    assert len(held) == WORKERS
+    assert all(len(intervals) > 0 for intervals in held.values())
+    peaks = {worker_id: max_overlap(intervals) for worker_id, intervals in held.items()}
+    assert max(peaks.values()) <= CONCURRENCY, peaks
+    print(f"\nper-worker peak of held jobs (from the store): {sorted(peaks.values())}")
+
+    for process in processes:
+        process.send(signal.SIGTERM)
+    for process in processes:
+        assert process.wait(timeout=20) == 0
+        used = int(re.search(r"at most (\d+) of 10 slots in use", process.output).group(1))
+        assert used <= CONCURRENCY
