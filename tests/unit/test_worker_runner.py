@@ -1,14 +1,23 @@
-"""Running one job through its middleware and handler into an Outcome (no database)."""
+"""Running one job through its middleware and handler into an Outcome.
+
+No job touches the database, but the runner checks the thread's connection
+before and after each job (as Django does around a request), so the tests
+may use it.
+"""
 
 from __future__ import annotations
 
 import uuid
 from types import SimpleNamespace
 
+import pytest
+
 from django_ojs.core.outcome import Lease
 from django_ojs.worker.context import JobContext
 from django_ojs.worker.execution import Execution, Runner
 from django_ojs.worker.registry import HandlerRegistry
+
+pytestmark = pytest.mark.django_db
 
 
 def execution(job_type: str, *args) -> Execution:
