@@ -46,7 +46,10 @@ class ControlMixin:
 
     def activate(self, job_id: Any) -> Job:
         """pending -> available (ojs-core §6.3, ACTIVATE)."""
-        return self._move(job_id, Move.ACTIVATE, enqueued_at=TxNow())
+        with transaction.atomic():
+            job = self._move(job_id, Move.ACTIVATE, enqueued_at=TxNow())
+            events.record([events.job_event("job.enqueued", job, job.enqueued_at, activated=True)])
+        return job
 
     def resurrect(self, job_id: Any) -> Job:
         """Manual retry from the dead letter: discarded -> available with fresh attempts.

@@ -17,6 +17,7 @@ from django.db import transaction
 from ..conf import ojs_settings
 from ..failure import Failure
 from ..states import WAITING, JobState, Move, sources, target
+from . import events
 from .clock import TxNow, db_now
 from .outcome import Settle, expire_rows, settle_rows
 
@@ -32,7 +33,14 @@ class MaintenanceMixin:
                 .values_list("seq", flat=True)[:limit]
             )
             if due:
-                self.filter(seq__in=due).update(state=target(Move.PROMOTE), enqueued_at=TxNow(), run_at=None)
+                now = db_now()
+                self.filter(seq__in=due).update(state=target(Move.PROMOTE), enqueued_at=now, run_at=None)
+                events.record_for_jobs(
+                    "job.enqueued",
+                    due,
+                    now,
+                    lambda: (events.job_event("job.enqueued", job, now) for job in self.filter(seq__in=due)),
+                )
         return len(due)
 
     def expire_overdue(self, limit: int) -> int:

@@ -247,8 +247,8 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
     job.deadline_at = None
     policy = RetryPolicy.from_dict(job.retry)
     charged = job.attempt - job.releases
-    # ojs-events §3: job.failed for every failed attempt, then job.retrying or
-    # job.discarded when the failure leads there.
+    # ojs-events §3: job.failed for every failed attempt, then what follows:
+    # job.retrying, job.discarded, or job.enqueued when it is back in its queue.
     failed = events.job_event(
         "job.failed",
         job,
@@ -260,8 +260,10 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
     if mode is Settle.RELEASE:
         job.releases += 1
         _to_available(job, now)
+        follow_up = events.job_event("job.enqueued", job, now, requeued=True)
     elif mode is Settle.REQUEUE and charged < max(policy.max_attempts, 1):
         _to_available(job, now)
+        follow_up = events.job_event("job.enqueued", job, now, requeued=True)
     else:
         decision = decide(
             policy,
@@ -287,9 +289,7 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
             job.completed_at = now
             job.finished_at = now
             job.run_at = None
-            job.dead_letter = decision.dead_letter or (
-                mode is Settle.REQUEUE and policy.on_exhaustion == "dead_letter"
-            )
+            job.dead_letter = decision.dead_letter
             follow_up = events.job_event(
                 "job.discarded",
                 job,

@@ -48,7 +48,7 @@ class PushMixin:
                         raise _duplicate(taken)
                 self.bulk_create(jobs)
                 _register_queues({job.queue for job in jobs})
-                events.record(_enqueued_event(job, now) for job in jobs)
+                events.record(filter(None, (_push_event(job, now) for job in jobs)))
         except IntegrityError as exc:
             # A concurrent PUSH with the same id won the race to the unique index.
             taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10]) if ids else []
@@ -99,11 +99,15 @@ class PushMixin:
         )
 
 
-def _enqueued_event(job: Job, now: dt.datetime):
-    extra = {"priority": job.priority}
-    if job.scheduled_at is not None:
-        extra["scheduled_at"] = format_timestamp(job.scheduled_at)
-    return events.job_event("job.enqueued", job, now, **extra)
+def _push_event(job: Job, now: dt.datetime):
+    """ojs-events §3: job.enqueued when a job enters ``available``, job.scheduled
+    for a future one (its job.enqueued follows when it comes due). A pending job
+    gets its job.enqueued when it is activated."""
+    if job.state == JobState.SCHEDULED:
+        return events.job_event("job.scheduled", job, now, scheduled_at=format_timestamp(job.scheduled_at))
+    if job.state == JobState.AVAILABLE:
+        return events.job_event("job.enqueued", job, now, priority=job.priority)
+    return None
 
 
 def _resolve(value: dt.datetime | RelativeTime | None, now: dt.datetime) -> dt.datetime | None:

@@ -22,6 +22,26 @@ def test_push_records_job_enqueued(push):
                           "attempt": 0, "priority": 5}
 
 
+def test_a_job_records_job_enqueued_each_time_it_enters_available(push, claim):
+    """ojs-events §3.1: job.enqueued marks entry into ``available``, whatever the way in."""
+    scheduled = push(scheduled_at="2999-01-01T00:00:00Z")
+    assert event_types(scheduled) == ["job.scheduled"]
+    assert data_of(scheduled, "job.scheduled")["scheduled_at"] == "2999-01-01T00:00:00Z"
+    update(scheduled, run_at=ago(seconds=1))
+    Job.objects.promote_due(10)
+    assert event_types(scheduled) == ["job.scheduled", "job.enqueued"]
+
+    pending = push(options={"pending": True})
+    assert event_types(pending) == []
+    Job.objects.activate(pending.id)
+    assert event_types(pending) == ["job.enqueued"]
+
+    lapsed = update(claim(), lease_expires_at=ago(seconds=1))
+    Job.objects.requeue_lapsed(10)
+    assert event_types(lapsed)[-2:] == ["job.failed", "job.enqueued"]
+    assert data_of(lapsed, "job.failed")["error"]["type"] == "visibility_timeout"
+
+
 def test_fetch_records_job_started_with_the_worker(claim):
     job = claim("w1")
     assert event_types(job) == ["job.enqueued", "job.started"]
