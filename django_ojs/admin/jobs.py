@@ -227,7 +227,8 @@ class JobAdminBase(ConsoleAdmin):
         job = self.get_object(request, unquote(object_id))
         if job is None:
             raise Http404("no such job")
-        action = actions[move][0]
+        # Django 6.1 returns Action objects, earlier versions (func, name, description).
+        action = getattr(actions[move], "func", None) or actions[move][0]
         response = action(self, request, self.get_queryset(request).filter(pk=job.pk))
         return response or HttpResponseRedirect(self.url_after_move(job, move))
 
