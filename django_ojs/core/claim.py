@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from django.db import transaction
-from django.db.models import Case, Exists, F, OuterRef, Value, When
+from django.db.models import Case, Exists, F, Value, When
 
 from ..states import JobState, Move, target
 from . import events
@@ -45,14 +45,17 @@ class ClaimMixin:
         claimed: list[Job] = []
         if count < 1:
             return claimed
-        paused = Queue.objects.filter(name=OuterRef("queue"), paused=True)
         with transaction.atomic():
             for queue in dict.fromkeys(queues):
+                # Uncorrelated on purpose: PostgreSQL checks it once (a one-time
+                # filter) and keeps the index scan. Correlated on job.queue, it
+                # became an anti-join that read and sorted the whole backlog.
+                paused = Exists(Queue.objects.filter(name=queue, paused=True))
                 while len(claimed) < count:
                     rows = list(
                         self.select_for_update(skip_locked=True)
                         .filter(state=JobState.AVAILABLE, queue=queue)
-                        .exclude(Exists(paused))
+                        .exclude(paused)
                         .annotate(db_now=TxNow())
                         .order_by("-priority", "seq")[: count - len(claimed)]
                     )
