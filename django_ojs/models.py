@@ -116,7 +116,15 @@ class Job(models.Model):
                 fields=["state", "finished_at"], name="ojs_job_finished", condition=Q(state__in=_TERMINAL)
             ),
             # Queue statistics and the admin's filters count by queue and state.
-            models.Index(fields=["queue", "state"], name="ojs_job_queue_state"),
+            # Available jobs are left out: ojs_job_available serves them, and
+            # FETCH must have no other index to choose. With statistics that
+            # predate a queue's backlog, PostgreSQL took this one and sorted
+            # the whole backlog on every claim.
+            models.Index(
+                fields=["queue", "state"],
+                name="ojs_job_queue_state",
+                condition=~Q(state=JobState.AVAILABLE.value),
+            ),
             # The admin: a type filter or search lists newest first straight from
             # this index, and the type filter's choices are read from it without
             # a scan. (meta search has a GIN index, PostgreSQL only: migration 0003.)

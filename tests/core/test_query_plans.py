@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 BACKLOG = 30_000
 
 
-def fill(state: str, count: int, **columns: str) -> None:
+def fill(state: str, count: int, *, queue: str = "plans", analyze: bool = True, **columns: str) -> None:
     extra = "".join(f", {name}" for name in columns)
     values = "".join(f", {value}" for value in columns.values())
     with connection.cursor() as cursor:
@@ -28,12 +28,13 @@ def fill(state: str, count: int, **columns: str) -> None:
             f"""INSERT INTO {Job._meta.db_table} (id, type, queue, args, meta, priority, state, attempt,
                     max_attempts, releases, retry, visibility_timeout, tags, schema, extra, given_times,
                     created_at, dead_letter{extra})
-                SELECT gen_random_uuid(), 'plan.job', 'plans', '[]', '{{}}', g %% 3, %s, 0, 3, 0, '{{}}',
+                SELECT gen_random_uuid(), 'plan.job', %s, '[]', '{{}}', g %% 3, %s, 0, 3, 0, '{{}}',
                     interval '30 minutes', '[]', '', '{{}}', '{{}}', now(), false{values}
                 FROM generate_series(1, %s) AS g""",
-            [state, count],
+            [queue, state, count],
         )
-        cursor.execute(f"ANALYZE {Job._meta.db_table}")
+        if analyze:
+            cursor.execute(f"ANALYZE {Job._meta.db_table}")
 
 
 def plan_of(statement: str) -> str:
@@ -59,6 +60,21 @@ def test_the_claim_walks_the_available_index_and_stops_at_its_limit():
     plan = plan_of(statement)
     assert "ojs_job_available" in plan, plan
     assert "Sort" not in plan and "Seq Scan on django_ojs_job" not in plan, plan
+
+
+def test_the_claim_stays_on_its_index_when_the_statistics_are_stale():
+    """A queue whose backlog grew since the last ANALYZE (statistics say it is
+    empty) must not be claimed by sorting the whole backlog: until autovacuum
+    catches up, every FETCH would pay for it."""
+    fill("available", BACKLOG, queue="elsewhere")
+    fill("completed", BACKLOG, queue="elsewhere", finished_at="now()")
+    with connection.cursor() as cursor:  # emptied since: the statistics still describe "elsewhere"
+        cursor.execute(f"TRUNCATE {Job._meta.db_table} CASCADE")
+    fill("available", BACKLOG, analyze=False)
+    statement = captured(lambda: Job.objects.fetch(["plans"], count=10), "FOR UPDATE SKIP LOCKED")
+    plan = plan_of(statement)
+    assert "ojs_job_available" in plan, plan
+    assert "Sort" not in plan, plan
 
 
 @pytest.mark.parametrize(
