@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import datetime as dt
 from typing import Any
 
@@ -55,3 +58,32 @@ def database_url() -> str:
         return f"sqlite:///{settings['NAME']}"
     user = settings.get("USER") or "postgres"
     return f"postgres://{user}@{settings.get('HOST') or '127.0.0.1'}:{settings.get('PORT') or 5432}/{settings['NAME']}"
+
+
+def race(targets: list[Callable[[], None]], timeout: float = 300) -> None:
+    """Run each target in a thread of its own, all released at once; re-raise the first error.
+
+    Each thread closes its database connection when done (Django opens one per thread).
+    """
+    from django.db import connections
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(targets))
+
+    def run(target: Callable[[], None]) -> None:
+        try:
+            start.wait()
+            target()
+        except BaseException as exc:  # reported by the calling thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(target,)) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish in time"
+    if errors:
+        raise errors[0]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
+import functools
 from collections import Counter
 
-from django.db import connections
 
 from django_ojs.core.clock import db_now
 from django_ojs.models import Job, JobError, Queue
-from tests.helpers import ago, event_types, history, reload
+from tests.helpers import ago, event_types, history, race, reload
 
 
 def fetched_args(queues, count=1, **kwargs):
@@ -143,32 +142,17 @@ def test_eight_threads_claim_each_of_10000_jobs_exactly_once(transactional_db, s
     for start in range(0, total, 1000):
         Job.objects.push_many([spec(args=[n], options={"queue": "race"}) for n in range(start, start + 1000)])
     claims: dict[str, list[str]] = {}
-    errors: list[BaseException] = []
-    go = threading.Barrier(threads_count)
 
     def work(worker_id: str) -> None:
-        mine: list[str] = []
-        claims[worker_id] = mine
-        try:
-            go.wait()
-            while True:
-                batch = Job.objects.fetch(["race"], count=25, worker_id=worker_id)
-                mine.extend(str(job.id) for job in batch)
-                # An empty answer may only mean "all the rest are locked by others".
-                if not batch and not Job.objects.filter(queue="race", state="available").exists():
-                    return
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        mine = claims.setdefault(worker_id, [])
+        while True:
+            batch = Job.objects.fetch(["race"], count=25, worker_id=worker_id)
+            mine.extend(str(job.id) for job in batch)
+            # An empty answer may only mean "all the rest are locked by others".
+            if not batch and not Job.objects.filter(queue="race", state="available").exists():
+                return
 
-    threads = [threading.Thread(target=work, args=(f"worker-{n}",)) for n in range(threads_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    assert not errors
-    assert not any(thread.is_alive() for thread in threads)
+    race([functools.partial(work, f"worker-{n}") for n in range(threads_count)])
     every_claim = [job_id for mine in claims.values() for job_id in mine]
     assert len(every_claim) == total
     assert len(set(every_claim)) == total

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import uuid
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from django_ojs.core.clock import db_now
 from django_ojs.errors import Duplicate, InvalidRequest
 from django_ojs.models import Event, Job, Queue
 from django_ojs.retry import DEFAULT_POLICY
-from tests.helpers import event_types
+from tests.helpers import event_types, race
 
 JOB_ID = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
 
@@ -147,22 +146,14 @@ def test_a_duplicate_inside_a_caller_transaction_leaves_the_transaction_usable(p
 
 def test_two_concurrent_pushes_of_one_id_store_it_once(transactional_db, spec):
     outcomes: list[str] = []
-    start = threading.Barrier(2)
 
     def push_same_id() -> None:
         try:
-            start.wait()
             Job.objects.push(spec(id=JOB_ID))
             outcomes.append("stored")
         except Duplicate:
             outcomes.append("duplicate")
-        finally:
-            connections.close_all()
 
-    threads = [threading.Thread(target=push_same_id) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    race([push_same_id, push_same_id])
     assert sorted(outcomes) == ["duplicate", "stored"]
     assert Job.objects.filter(id=uuid.UUID(JOB_ID)).count() == 1

@@ -20,7 +20,7 @@ from django.db import DatabaseError, connections
 from django_ojs.core.schedules import CronSpec
 from django_ojs.models import CronJob, Job, JobError, Worker
 from django_ojs.reaper import MAX_ROUNDS, Loop, Reaper
-from tests.helpers import ago, database_url, reload
+from tests.helpers import ago, database_url, race, reload
 
 
 def due_scheduled(spec, count, queue="timed"):
@@ -138,33 +138,20 @@ def test_two_reapers_side_by_side_never_do_a_row_twice(transactional_db, spec):
                                           job_template={"type": "tick", "args": [n], "options": {"queue": "cron"}}))
     CronJob.objects.update(next_run_at=ago(seconds=1))
     totals: list[Counter] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(2)
 
     def reap() -> None:
         moved: Counter = Counter()
         totals.append(moved)
         reaper = Reaper(batch_size=40)
-        try:
-            start.wait()
-            clock = 0.0
-            while True:
-                clock += 10**6  # every loop is due at every tick
-                tick = reaper.tick(now=clock)
-                moved.update(tick)
-                if not any(tick.values()):
-                    return
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        clock = 0.0
+        while True:
+            clock += 10**6  # every loop is due at every tick
+            tick = reaper.tick(now=clock)
+            moved.update(tick)
+            if not any(tick.values()):
+                return
 
-    threads = [threading.Thread(target=reap) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    assert not errors
+    race([reap, reap])
     both = totals[0] + totals[1]
     assert (both["promote"], both["leases"], both["cron"]) == (1000, 1000, 30)
     assert Job.objects.filter(queue="timed", state="available").count() == 1000
