@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,16 +17,20 @@ from .test_control import free_port
 pytestmark = pytest.mark.slow
 
 
-def test_the_demo_runs_jobs_and_stops_cleanly(tmp_path):
+@pytest.mark.parametrize("stop", ["duration", "ctrl-c"])
+def test_the_demo_runs_jobs_and_stops_cleanly(tmp_path, stop):
     database = tmp_path / "demo.sqlite3"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "example_project.settings",
            "DATABASE_URL": f"sqlite:///{database}", "PYTHONUNBUFFERED": "1"}
-    finished = subprocess.run(
-        [sys.executable, "manage.py", "ojs_demo", "--port", str(free_port()), "--every", "0.5", "--duration", "6"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
-    )
-    output = finished.stdout + finished.stderr
-    assert finished.returncode == 0, output
+    command = [sys.executable, "manage.py", "ojs_demo", "--port", str(free_port()), "--every", "0.5"]
+    if stop == "duration":
+        command += ["--duration", "6"]
+    demo = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if stop == "ctrl-c":
+        time.sleep(6)
+        demo.send_signal(signal.SIGINT)  # what Ctrl+C in the terminal sends the demo
+    output, _ = demo.communicate(timeout=90)
+    assert demo.returncode == 0, output
     assert "API key (scope admin" in output and "password" in output
     assert "demo stopped." in output
     with sqlite3.connect(database) as db:
