@@ -117,7 +117,7 @@ class OutcomeMixin:
             )
             job = self.filter(id=job_id).first()
             if not changed:
-                raise refusal(job, job_id, Move.ACK, lease)
+                raise refusal(job, job_id, Move.ACK)
             duration = to_millis(job.completed_at - job.started_at) if job.started_at else None
             events.record([events.job_event("job.completed", job, job.completed_at, duration_ms=duration)])
         return job
@@ -203,7 +203,7 @@ class OutcomeMixin:
         with transaction.atomic():
             job = self.select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
             if job is None or job.state != JobState.ACTIVE or not lease.holds(job):
-                raise refusal(job, job_id, Move.FAIL, lease)
+                raise refusal(job, job_id, Move.FAIL)
             mode = Settle.RELEASE if requeue else Settle.POLICY
             entry, settled_events = settle_failure(job, failure, job.db_now, mode)
             job.save(update_fields=FAILURE_FIELDS)
@@ -212,11 +212,12 @@ class OutcomeMixin:
         return job
 
 
-def refusal(job: Job | None, job_id: Any, move: Move, lease: Lease = Lease()) -> Exception:
+def refusal(job: Job | None, job_id: Any, move: Move) -> Exception:
     """The error for a move that did not happen: missing job, wrong state, or not our lease."""
     if job is None:
         return NotFound(f"job {job_id} not found", details={"resource_type": "job", "resource_id": str(job_id)})
-    if job.state in sources(move) or (move is Move.FAIL and job.state == JobState.ACTIVE):
+    # An active job that refused an ACK or FAIL is held under another lease.
+    if move in (Move.ACK, Move.FAIL) and job.state == JobState.ACTIVE:
         held_by = f"worker {job.worker_id!r}, attempt {job.attempt}"
         return InvalidTransition(
             f"job {job.id} is reserved by {held_by}; this {move.value} does not hold that reservation",
