@@ -20,17 +20,20 @@ from typing import Any
 
 from .durations import RelativeTime, format_timestamp, parse_duration, parse_timestamp, to_millis
 from .errors import InvalidRequest, PayloadTooLarge
+from .ratelimit import Limit, parse_job_limit
 from .retry import DEFAULT_POLICY, RetryPolicy, parse_policy
 from .states import JobState
+from .unique import UniquePolicy, parse_unique
 
 SPEC_VERSION = "1.0"
 
 # ojs-core §5.1 requires `[a-z][a-z0-9_]*` per segment; the openapi pattern
 # also allows "-", which 20 of the level-1 conformance cases use. We follow
 # openapi (README, "Decisions").
-TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*$")
-QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9\-\.]*$")
-UUIDV7_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+# Used with fullmatch(): a "$" would also accept a trailing newline.
+TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*")
+QUEUE_PATTERN = re.compile(r"[a-z0-9][a-z0-9\-\.]*")
+UUIDV7_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 MAX_TYPE_LENGTH = 255
 MAX_QUEUE_LENGTH = 128
 PRIORITY_RANGE = (-100, 100)
@@ -43,7 +46,7 @@ SYSTEM_ATTRIBUTES = frozenset(
         "state", "attempt", "max_attempts", "created_at", "enqueued_at", "started_at",
         "completed_at", "cancelled_at", "discarded_at", "finished_at", "error", "errors",
         "result", "worker_id", "retry_delay_ms", "next_attempt_at", "next_retry_at",
-        "dead_letter", "lease_expires_at", "deadline_at", "releases", "run_at",
+        "dead_letter", "lease_expires_at", "deadline_at", "releases", "run_at", "visibility_deadline",
     }
 )
 # Top-level attributes this module reads; everything else is preserved as given.
@@ -52,13 +55,14 @@ KNOWN_ATTRIBUTES = frozenset(
         "specversion", "id", "type", "queue", "args", "meta", "options", "priority",
         "timeout", "timeout_ms", "scheduled_at", "delay_until", "expires_at", "retry",
         "unique", "schema", "visibility_timeout", "visibility_timeout_ms", "tags", "pending",
+        "rate_limit",
     }
 )
 KNOWN_OPTIONS = frozenset(
     {
         "queue", "priority", "timeout", "timeout_ms", "scheduled_at", "delay_until",
         "expires_at", "retry", "retry_policy", "unique", "tags", "visibility_timeout",
-        "visibility_timeout_ms", "pending", "metadata", "meta",
+        "visibility_timeout_ms", "pending", "metadata", "meta", "rate_limit",
     }
 )
 
@@ -79,7 +83,8 @@ class JobSpec:
     scheduled_at: dt.datetime | RelativeTime | None = None
     expires_at: dt.datetime | RelativeTime | None = None
     pending: bool = False
-    unique: dict[str, Any] | None = None
+    unique: UniquePolicy | None = None
+    rate_limit: Limit | None = None
     tags: list[str] = field(default_factory=list)
     schema: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -147,7 +152,10 @@ def parse_job(
             if not isinstance(parsed, RelativeTime):
                 spec.given_times[name] = value
     spec.pending = _flag(*pick("pending"))
-    spec.unique = _unique(*pick("unique"))
+    where, unique = pick("unique")
+    spec.unique = parse_unique(unique, where, args=spec.args, meta=spec.meta)
+    where, rate_limit = pick("rate_limit")
+    spec.rate_limit = parse_job_limit(rate_limit, where, queue=spec.queue)
     spec.tags = _tags(*pick("tags"))
     where, schema = pick("schema")
     if schema is not None:
@@ -166,35 +174,31 @@ def parse_job(
     return spec
 
 
-def parse_batch(
-    body: object,
-    *,
-    max_jobs: int,
-    max_bytes: int,
-    sizes: Iterable[int] | None = None,
-    **kwargs: Any,
-) -> list[JobSpec]:
+def parse_batch(body: object, *, max_jobs: int, **kwargs: Any) -> list[JobSpec]:
     """Validate ``{"jobs": [...]}``: every job or none (ojs-http-binding §9.2)."""
     if not isinstance(body, Mapping):
         raise InvalidRequest("request body must be a JSON object with a 'jobs' array")
     jobs = body.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise InvalidRequest("jobs must be a non-empty array of jobs", field="jobs")
+    check_batch_size(jobs, max_jobs)
+    specs = []
+    for index, job in enumerate(jobs):
+        try:
+            specs.append(parse_job(job, path=f"jobs[{index}].", **kwargs))
+        except InvalidRequest as exc:
+            exc.details.setdefault("index", index)
+            raise
+    return specs
+
+
+def check_batch_size(jobs: list[Any], max_jobs: int) -> None:
     if len(jobs) > max_jobs:
         raise InvalidRequest(
             f"a batch holds at most {max_jobs} jobs; this one has {len(jobs)}",
             field="jobs",
             details={"max_jobs": max_jobs, "count": len(jobs)},
         )
-    size_list = list(sizes) if sizes is not None else [None] * len(jobs)
-    specs = []
-    for index, (job, size) in enumerate(zip(jobs, size_list)):
-        try:
-            specs.append(parse_job(job, max_bytes=max_bytes, size=size, path=f"jobs[{index}].", **kwargs))
-        except InvalidRequest as exc:
-            exc.details.setdefault("index", index)
-            raise
-    return specs
 
 
 _MISSING = object()
@@ -207,7 +211,7 @@ def _job_type(value: Any, where: str) -> str:
         raise InvalidRequest(f"{where} must be a non-empty string", field=where)
     if len(value) > MAX_TYPE_LENGTH:
         raise InvalidRequest(f"{where} is longer than {MAX_TYPE_LENGTH} characters", field=where)
-    if not TYPE_PATTERN.match(value):
+    if not TYPE_PATTERN.fullmatch(value):
         raise InvalidRequest(
             f"{where} {value!r} must be dot-separated lowercase segments like 'email.send' "
             "(each segment [a-z][a-z0-9_-]*)",
@@ -238,7 +242,7 @@ def _queue(where: str, value: Any, *, default: str) -> str:
 def validate_queue_name(value: Any, where: str = "queue") -> str:
     if not isinstance(value, str) or not value:
         raise InvalidRequest(f"{where} must be a non-empty string", field=where)
-    if len(value) > MAX_QUEUE_LENGTH or not QUEUE_PATTERN.match(value):
+    if len(value) > MAX_QUEUE_LENGTH or not QUEUE_PATTERN.fullmatch(value):
         raise InvalidRequest(
             f"{where} {value!r} must be lowercase letters, digits, '-' and '.', "
             f"start with a letter or digit, and be at most {MAX_QUEUE_LENGTH} characters",
@@ -258,7 +262,7 @@ def parse_job_ref(value: Any, where: str = "job_id") -> uuid.UUID:
 
 
 def _job_id(value: Any, where: str) -> uuid.UUID:
-    if not isinstance(value, str) or not UUIDV7_PATTERN.match(value):
+    if not isinstance(value, str) or not UUIDV7_PATTERN.fullmatch(value):
         raise InvalidRequest(
             f"{where} must be a UUIDv7 in lowercase hyphenated form, "
             "e.g. '019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f'",
@@ -366,19 +370,6 @@ def _flag(where: str, value: Any) -> bool:
     return value
 
 
-def _unique(where: str, value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise InvalidRequest(f"{where} must be an object", field=where)
-    _check_json(value, where)
-    policy = dict(value)
-    # ojs-json-format §3.5 and the Python SDK write `key`; ojs-unique-jobs `keys`.
-    if "keys" not in policy and "key" in policy:
-        policy["keys"] = policy.pop("key")
-    return policy
-
-
 def _tags(where: str, value: Any) -> list[str]:
     if value is None:
         return []
@@ -473,6 +464,8 @@ def render_job(job: Any, *, errors: Iterable[Any] | None = None) -> dict[str, An
             out["timeout"] = millis // 1000
     if job.unique:
         out["unique"] = job.unique
+    if job.rate_limit:
+        out["rate_limit"] = job.rate_limit
     if job.tags:
         out["tags"] = job.tags
     if job.schema:

@@ -13,11 +13,24 @@ reaper nothing.
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Concat, StrIndex
+from django.db.models.lookups import GreaterThan
 
 from .core.managers import CronJobManager, JobManager, QueueManager, WorkerManager
+from .cron import MAX_EXPRESSION_LENGTH
 from .keys import ApiKeyManager
 from .states import TERMINAL, WAITING, JobState, WorkerState
+
+
+def _holds_unique_key() -> GreaterThan:
+    """``strpos(unique_states, ',' || state || ',') > 0``: the state is in the job's holding set.
+
+    Built from immutable functions, so PostgreSQL and SQLite accept it in an
+    index predicate.
+    """
+    return GreaterThan(StrIndex("unique_states", Concat(Value(","), "state", Value(","))), 0)
+
 
 # Plain sorted strings: migrations must not depend on set order or on the enum.
 _TERMINAL = sorted(s.value for s in TERMINAL)
@@ -45,7 +58,17 @@ class Job(models.Model):
     # spending an attempt; retry decisions use attempt - releases.
     releases = models.PositiveIntegerField(default=0)
     retry = models.JSONField(default=dict, help_text="Effective retry policy (ojs-retry §2).")
+    # Unique jobs (ojs-unique-jobs, README "Unique jobs"): the policy as
+    # normalised, its key (SHA-256 hex), the states in which this job holds
+    # the key (",active,available,...": the unique index's predicate reads
+    # it; NULL = released), and when a period-bound key lapses.
     unique = models.JSONField(null=True, blank=True)
+    unique_key = models.CharField(max_length=64, null=True, blank=True)
+    unique_states = models.CharField(max_length=96, null=True, blank=True)
+    unique_expires_at = models.DateTimeField(null=True, blank=True)
+    # The job's own rate limit (ojs-rate-limiting §6) and its key.
+    rate_limit = models.JSONField(null=True, blank=True)
+    rate_key = models.CharField(max_length=255, null=True, blank=True)
     timeout = models.DurationField(null=True, blank=True, help_text="Execution timeout; empty = none.")
     visibility_timeout = models.DurationField()
     tags = models.JSONField(default=list, blank=True)
@@ -73,6 +96,8 @@ class Job(models.Model):
     deadline_at = models.DateTimeField(null=True, blank=True, help_text="Execution timeout deadline.")
 
     result = models.JSONField(null=True, blank=True)
+    # The latest progress report of one attempt (django_ojs/progress.py reads it).
+    progress = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True, help_text="The most recent error.")
     retry_delay_ms = models.BigIntegerField(null=True, blank=True)
     # A discarded job kept for operators (on_exhaustion "dead_letter").
@@ -134,6 +159,20 @@ class Job(models.Model):
                 fields=["cron_name"],
                 name="ojs_job_cron_open",
                 condition=Q(cron_name__isnull=False) & ~Q(state__in=_TERMINAL),
+            ),
+            # Rate limits: a key's active and waiting jobs, and the listing of keys.
+            models.Index(
+                fields=["rate_key", "state"], name="ojs_job_rate_key", condition=Q(rate_key__isnull=False)
+            ),
+        ]
+        constraints = [
+            # Unique jobs, enforced by the database: one holder per key. A job
+            # holds its key while its state is in its own holding set, so it
+            # frees the key the moment it leaves that set, with no write.
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                name="ojs_job_unique_key",
+                condition=Q(unique_key__isnull=False) & Q(_holds_unique_key()),
             ),
         ]
 
@@ -197,6 +236,12 @@ class Worker(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     registered_at = models.DateTimeField()
     last_heartbeat_at = models.DateTimeField()
+    # Set when the reaper declares the worker dead (its jobs recovered). The row
+    # stays as a tombstone, so a worker that was only frozen or cut off and
+    # comes back is recognised: its next FETCH or BEAT revives the row, and
+    # whatever it claims is again covered by the heartbeat timeout (DESIGN
+    # invariant 13). Pruned after ``RETENTION["dead_workers"]``.
+    declared_dead_at = models.DateTimeField(null=True, blank=True)
 
     objects = WorkerManager()
 
@@ -214,6 +259,14 @@ class Queue(models.Model):
     paused = models.BooleanField(default=False)
     paused_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Configuration (ojs-queue-config §6): the queue's own limits, key
+    # "queue:<name>" (NULL = unlimited), and its bound (backpressure).
+    concurrency = models.PositiveIntegerField(null=True, blank=True)
+    rate_limit = models.JSONField(null=True, blank=True, help_text='{"limit": n, "period": "PT1M"}')
+    throttle = models.JSONField(null=True, blank=True, help_text='{"limit": n, "period": "PT1S"}')
+    max_size = models.PositiveIntegerField(null=True, blank=True, help_text="Most non-terminal jobs")
+    overflow_policy = models.CharField(max_length=16, default="reject")
+    updated_at = models.DateTimeField(null=True, blank=True)
 
     objects = QueueManager()
 
@@ -221,11 +274,49 @@ class Queue(models.Model):
         return self.name
 
 
+class RateLimitStart(models.Model):
+    """One start of a job under a window or throttle limit: the log a sliding
+    window counts. Only limited claims write one; no row is ever updated, so
+    no row is hot. Rows are pruned once no window can reach them."""
+
+    seq = models.BigAutoField(primary_key=True)
+    key = models.CharField(max_length=255)
+    started_at = models.DateTimeField()
+    # started_at + the longest period of the key's limits: prunable after.
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["key", "started_at"], name="ojs_rate_start_key"),
+            models.Index(fields=["expires_at"], name="ojs_rate_start_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} at {self.started_at}"
+
+
+class RateLimitOverride(models.Model):
+    """An operator's temporary override of a key's limits (ojs-rate-limiting §10.2)."""
+
+    key = models.CharField(max_length=255, primary_key=True)
+    # Any of concurrency, rate, throttle; each replaces the policy's own.
+    limits = models.JSONField(default=dict)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        # The admin's "Rate limits" page lists every limited key, overridden or not.
+        verbose_name = "rate limit"
+
+    def __str__(self) -> str:
+        return self.key
+
+
 class CronJob(models.Model):
     """A named recurring schedule (ojs-cron §2)."""
 
     name = models.CharField(max_length=255, primary_key=True)
-    expression = models.CharField(max_length=255)
+    expression = models.CharField(max_length=MAX_EXPRESSION_LENGTH)
     timezone = models.CharField(max_length=64, default="UTC")
     # The job each occurrence enqueues: {"type", "args", "meta", "options"}.
     job_template = models.JSONField()
@@ -236,6 +327,9 @@ class CronJob(models.Model):
     next_run_at = models.DateTimeField(null=True, blank=True)
     run_count = models.PositiveBigIntegerField(default=0)
     last_job_id = models.UUIDField(null=True, blank=True)
+    # Declared in code (@job(cron=...), OJS["CRON"]): the reaper's start-up
+    # sync may change or delete it; schedules registered over HTTP it leaves alone.
+    from_code = models.BooleanField(default=False)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -265,6 +359,8 @@ class Event(models.Model):
         indexes = [
             models.Index(fields=["time"], name="ojs_event_time"),
             models.Index(fields=["queue", "type", "seq"], name="ojs_event_queue"),
+            # A job's own story on its admin page: its latest events, newest first.
+            models.Index(fields=["job_id", "seq"], name="ojs_event_job", condition=Q(job_id__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -294,3 +390,58 @@ class ApiKey(models.Model):
     def is_active(self) -> bool:
         return self.revoked_at is None
 
+
+
+class Workflow(models.Model):
+    """A chain, group, batch or DAG of jobs (ojs-workflows); its tree is ``definition``.
+
+    The row is locked only to advance this workflow (``core/workflows.py``):
+    always after the job rows of the move, never before them.
+    """
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    type = models.CharField(max_length=8)
+    name = models.CharField(max_length=255, blank=True, default="")
+    state = models.CharField(max_length=16)
+    definition = models.JSONField(help_text="The validated tree (django_ojs.workflows.Node).")
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-created_at"], name="ojs_workflow_created")]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.name or self.id} ({self.state})"
+
+
+class WorkflowNode(models.Model):
+    """One node of a workflow's tree: a job step, a callback, or a nested container.
+
+    Counters are counted from these rows, never kept on a shared row. A job
+    step keeps its job's result and error, so the workflow outlives pruned jobs.
+    """
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
+    path = models.CharField(max_length=255)
+    kind = models.CharField(max_length=8)
+    type = models.CharField(max_length=255)
+    state = models.CharField(max_length=16)
+    # The job of a step (Job.seq / Job.id, no foreign key: pruning jobs must not touch workflows).
+    job_seq = models.BigIntegerField(null=True, blank=True)
+    job_id = models.UUIDField(null=True, blank=True)
+    inputs = models.JSONField(null=True, blank=True, help_text="The parent_results it started with.")
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workflow", "path"], name="ojs_workflow_node_path")]
+        indexes = [
+            # The settle hook: which settled jobs are workflow steps.
+            models.Index(fields=["job_seq"], name="ojs_workflow_node_job", condition=Q(job_seq__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path or 'root'} {self.type} ({self.state})"

@@ -42,6 +42,7 @@ class Move(StrEnum):
     EXPIRE = "expire"  # expires_at passed before the job ran (ojs-core §5.2)
     DISCARD = "discard"  # an operator discards a waiting job
     RESURRECT = "resurrect"  # manual retry from the dead letter (discarded -> available)
+    DEFER = "defer"  # a rate limit's on_limit "reschedule": available -> scheduled
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ MOVES: dict[Move, Transition] = {
     Move.EXPIRE: Transition(WAITING, S.DISCARDED),
     Move.DISCARD: Transition(WAITING, S.DISCARDED),
     Move.RESURRECT: Transition(frozenset({S.DISCARDED}), S.AVAILABLE),
+    Move.DEFER: Transition(frozenset({S.AVAILABLE}), S.SCHEDULED),
 }
 del S
 

@@ -20,9 +20,9 @@ def db_now() -> dt.datetime:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-            return parse_datetime(cursor.fetchone()[0]).replace(tzinfo=dt.timezone.utc)
+            return parse_datetime(cursor.fetchone()[0]).replace(tzinfo=dt.UTC)
         cursor.execute("SELECT CURRENT_TIMESTAMP")
-        return cursor.fetchone()[0].astimezone(dt.timezone.utc)
+        return cursor.fetchone()[0].astimezone(dt.UTC)
 
 
 class TxNow(Now):
@@ -34,3 +34,22 @@ class TxNow(Now):
 
     def as_postgresql(self, compiler, connection, **extra_context):
         return self.as_sql(compiler, connection, template="CURRENT_TIMESTAMP", **extra_context)
+
+
+def restarted_within(seconds: float) -> bool:
+    """Did the database server start less than ``seconds`` ago?
+
+    After a PostgreSQL restart every worker's last heartbeat and lease
+    extension is as old as the outage, through no fault of the worker. The
+    reaper judges silence only once the server has been up for a whole
+    heartbeat timeout, so that every live worker has had the time to beat
+    again; otherwise each restart would declare every worker dead. SQLite
+    is embedded: it never restarts under a running worker.
+    """
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_postmaster_start_time() > CURRENT_TIMESTAMP - %s * interval '1 second'", [seconds]
+        )
+        return bool(cursor.fetchone()[0])

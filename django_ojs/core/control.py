@@ -12,12 +12,38 @@ from django.db import transaction
 
 from ..errors import NotFound
 from ..states import TERMINAL, JobState, Move, sources, target
-from . import events
+from . import events, unique
 from .clock import TxNow
 from .outcome import refusal
+from .workflows import advance as advance_workflows
 
 if TYPE_CHECKING:
     from ..models import Job
+
+
+def cancel_changes(now: Any) -> dict[str, Any]:
+    """The columns CANCEL writes (besides the state): the job is finished and holds nothing."""
+    return {"finished_at": now, "lease_expires_at": None, "deadline_at": None, "run_at": None}
+
+
+def resurrect_changes(now: Any) -> dict[str, Any]:
+    """The columns a dead letter retry writes: fresh attempts, no current error or result."""
+    return {
+        "attempt": 0,
+        "releases": 0,
+        "enqueued_at": now,
+        "started_at": None,
+        "completed_at": None,
+        "finished_at": None,
+        "error": None,
+        "result": None,
+        "retry_delay_ms": None,
+        "dead_letter": False,
+    }
+
+
+def discard_changes(now: Any) -> dict[str, Any]:
+    return {"finished_at": now, "run_at": None}
 
 
 class ControlMixin:
@@ -29,20 +55,34 @@ class ControlMixin:
         active job is cancelled at once (§7.6 rule 2); its worker learns it
         from the next heartbeat reply and any later ACK or FAIL gets a 409.
         """
-        now_ = TxNow()
         with transaction.atomic():
-            job = self.select_for_update().filter(id=job_id).first()
+            job = self.select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
             if job is None:
                 raise refusal(None, job_id, Move.CANCEL)
             if job.state in TERMINAL:
                 return job, None
             previous = job.state
-            self.filter(seq=job.seq, state__in=sources(Move.CANCEL)).update(
-                state=target(Move.CANCEL), finished_at=now_, lease_expires_at=None, deadline_at=None, run_at=None
-            )
+            self.cancel_rows([job], job.db_now)
             job.refresh_from_db()
-            events.record([events.job_event("job.cancelled", job, job.finished_at, previous_state=previous)])
+            advance_workflows({job.seq: job.state})
         return job, previous
+
+    def cancel_rows(self, jobs: list[Job], now: Any) -> int:
+        """Cancel locked unfinished jobs in one UPDATE, each with its job.cancelled event.
+
+        The caller advances their workflows, or is the workflow's own cancel.
+        """
+        if not jobs:
+            return 0
+        self.filter(seq__in=[job.seq for job in jobs], state__in=sources(Move.CANCEL)).update(
+            state=target(Move.CANCEL), **cancel_changes(now)
+        )
+        cancelled = []
+        for job in jobs:
+            previous, job.state, job.finished_at = job.state, target(Move.CANCEL), now
+            cancelled.append(events.job_event("job.cancelled", job, now, previous_state=previous))
+        events.record(cancelled)
+        return len(jobs)
 
     def activate(self, job_id: Any) -> Job:
         """pending -> available (ojs-core §6.3, ACTIVATE)."""
@@ -58,29 +98,19 @@ class ControlMixin:
         error history (the ``errors`` rows) for the next post-mortem, so only
         the current ``error`` is cleared.
         """
-        # One transaction for the move and its event (DESIGN invariant 9).
-        with transaction.atomic():
-            job = self._move(
-                job_id,
-                Move.RESURRECT,
-                attempt=0,
-                releases=0,
-                enqueued_at=TxNow(),
-                started_at=None,
-                completed_at=None,
-                finished_at=None,
-                error=None,
-                result=None,
-                retry_delay_ms=None,
-                dead_letter=False,
-                missing="dead letter job",
-            )
+        # One transaction for the move and its event (DESIGN invariant 9); a
+        # live job holding this one's unique key refuses it (core/unique.py).
+        with unique.reentry_guard(self, job_id), transaction.atomic():
+            job = self._move(job_id, Move.RESURRECT, missing="dead letter job", **resurrect_changes(TxNow()))
             events.record([events.job_event("job.enqueued", job, job.enqueued_at, retried_from_dead_letter=True)])
         return job
 
     def discard(self, job_id: Any) -> Job:
         """An operator gives up on a job that is still waiting: -> discarded."""
-        return self._move(job_id, Move.DISCARD, finished_at=TxNow(), run_at=None)
+        with transaction.atomic():
+            job = self._move(job_id, Move.DISCARD, **discard_changes(TxNow()))
+            advance_workflows({job.seq: job.state})
+        return job
 
     def purge_dead(self, job_id: Any) -> None:
         """Delete a discarded job and its history for good (ojs-http-binding §12.3)."""
@@ -95,6 +125,27 @@ class ControlMixin:
                 )
             JobError.objects.filter(job_id=job.seq).delete()
             self.filter(seq=job.seq).delete()
+
+    def dead_letter_stats(self) -> dict[str, Any]:
+        """ojs-dead-letter §10.1: discarded jobs by queue and last error type, and their span."""
+        from django.db.models import Count, Max, Min
+        from django.db.models.fields.json import KeyTextTransform
+
+        dead = self.filter(state=JobState.DISCARDED)
+        span = dead.aggregate(total=Count("seq"), oldest=Min("finished_at"), newest=Max("finished_at"))
+        by_queue = dict(dead.values_list("queue").annotate(n=Count("seq")).order_by())
+        by_type = (
+            dead.annotate(error_type=KeyTextTransform("type", "error"))
+            .values_list("error_type")
+            .annotate(n=Count("seq"))
+            .order_by()
+        )
+        return {
+            **span,
+            "dead_letter": dead.filter(dead_letter=True).count(),
+            "by_queue": by_queue,
+            "by_error_type": {error_type or "Unknown": n for error_type, n in by_type},
+        }
 
     def _move(self, job_id: Any, move: Move, *, missing: str = "job", **changes: Any) -> Job:
         with transaction.atomic():

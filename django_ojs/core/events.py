@@ -13,6 +13,7 @@ from typing import Any
 
 from uuid6 import uuid7
 
+from .. import signals
 from ..conf import ojs_settings
 
 
@@ -47,13 +48,17 @@ def other_event(kind: str, time: dt.datetime, *, queue: str | None = None, **dat
 
 
 def record(events: Iterable[Any]) -> None:
-    if not ojs_settings.EVENTS:
+    """Write these events; hand them to the signal receivers once committed."""
+    listening = signals.wanted()
+    if not ojs_settings.EVENTS and not listening:
         return
     from ..models import Event
 
     batch = list(events)
-    if batch:
+    if batch and ojs_settings.EVENTS:
         Event.objects.bulk_create(batch)
+    if listening:
+        signals.after_commit(batch)
 
 
 # A UUIDv7 made by PostgreSQL (RFC 9562 §5.7; PostgreSQL 15 has no uuidv7()):
@@ -85,28 +90,70 @@ def record_for_jobs(
     events every job gets (started, completed). Elsewhere ``fallback()``
     builds them in Python.
     """
-    if not ojs_settings.EVENTS or not seqs:
+    if not seqs:
+        return
+    listening = signals.wanted()
+    if not ojs_settings.EVENTS and not listening:
         return
     from django.db import connection
 
     from ..models import Event, Job
 
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or not ojs_settings.EVENTS:
         record(fallback())
         return
-    duration = (
-        ", 'duration_ms', floor(extract(epoch from (%s - j.started_at)) * 1000)::bigint" if with_duration else ""
-    )
-    sql = (
-        f"INSERT INTO {Event._meta.db_table} (id, type, time, job_id, queue, data) "
-        f"SELECT {_UUID7_SQL}, %s, %s, j.id, j.queue, "
-        "jsonb_build_object('job_id', j.id::text, 'job_type', j.type, 'queue', j.queue, "
-        f"'state', j.state, 'attempt', j.attempt{duration}) || %s::jsonb "
-        f"FROM {Job._meta.db_table} j WHERE j.seq = ANY(%s)"
-    )
+    sql = insert_job_events(f"{Job._meta.db_table} j WHERE j.seq = ANY(%s)", with_duration=with_duration)
+    if listening:
+        # The rows just built, for the receivers: no second query, no cost
+        # when nobody listens.
+        sql += " RETURNING seq, id, type, time, job_id, queue, data"
     params: list[Any] = [kind, time]
     if with_duration:
         params.append(time)
     params += [json.dumps(data or {}), list(seqs)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        if listening:
+            columns = ("seq", "id", "type", "time", "job_id", "queue", "data")
+            rows = [Event(**dict(zip(columns, row))) for row in cursor.fetchall()]
+            for event in rows:
+                if isinstance(event.data, str):  # a driver that does not decode jsonb
+                    event.data = json.loads(event.data)
+            signals.after_commit(rows)
+
+
+def fast_paths_ok() -> bool:
+    """May the one-statement paths (core/fastpush, fastclaim, fastack) run?
+
+    They write their events inside their own statement and send no Django
+    signals, so they are for PostgreSQL with no receiver connected; with one
+    (a project's receiver, or the Prometheus metrics) the stepwise paths run,
+    which send each event after commit.
+    """
+    from django.db import connection
+
+    return connection.vendor == "postgresql" and not signals.wanted()
+
+
+def insert_job_events(
+    source: str, *, kind: str = "%s", time: str = "%s", data: str = "%s", with_duration: bool = False
+) -> str:
+    """``INSERT ... SELECT`` of one event per job row of ``source`` (a FROM clause naming the rows ``j``).
+
+    The payload is ``job_event``'s, read from the rows. ``kind``, ``time``
+    and ``data`` (JSON text) are SQL: placeholders by default, whose
+    parameters come in that order (``time`` twice ``with_duration``), then
+    ``source``'s own.
+    """
+    from ..models import Event
+
+    duration = (
+        f", 'duration_ms', floor(extract(epoch from ({time} - j.started_at)) * 1000)::bigint" if with_duration else ""
+    )
+    return (
+        f"INSERT INTO {Event._meta.db_table} (id, type, time, job_id, queue, data) "
+        f"SELECT {_UUID7_SQL}, {kind}, {time}, j.id, j.queue, "
+        "jsonb_build_object('job_id', j.id::text, 'job_type', j.type, 'queue', j.queue, "
+        f"'state', j.state, 'attempt', j.attempt{duration}) || {data}::jsonb "
+        f"FROM {source}"
+    )

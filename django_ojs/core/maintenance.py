@@ -17,8 +17,8 @@ from django.db import transaction
 from ..conf import ojs_settings
 from ..failure import Failure
 from ..states import WAITING, JobState, Move, sources, target
-from . import events
-from .clock import TxNow, db_now
+from . import events, limits
+from .clock import TxNow, db_now, restarted_within
 from .outcome import Settle, expire_rows, settle_rows
 
 
@@ -55,12 +55,17 @@ class MaintenanceMixin:
         ojs-worker-protocol §5.5: back to ``available`` with a
         ``visibility_timeout`` error, or ``discarded`` once the attempts
         (charged at claim) are exhausted, so a poison job cannot loop.
+        Not while the database server has been up for less than a heartbeat
+        timeout: heartbeats could not extend leases while it was down
+        (``restarted_within``).
         """
+        if restarted_within(ojs_settings.HEARTBEAT_TIMEOUT):
+            return 0
         with transaction.atomic():
             rows = self._locked(
                 state=JobState.ACTIVE, lease_expires_at__lte=TxNow(), order="lease_expires_at", limit=limit
             )
-            return settle_rows(self, rows, _lapsed, _now_of(rows), Settle.REQUEUE)
+            return settle_rows(self, [(job, _lapsed(job), Settle.REQUEUE) for job in rows], _now_of(rows))
 
     def fail_timed_out(self, limit: int) -> int:
         """Active jobs past their execution timeout fail with type ``timeout`` (ojs-timeouts §7.1).
@@ -71,11 +76,11 @@ class MaintenanceMixin:
         with transaction.atomic():
             rows = self._locked(state=JobState.ACTIVE, deadline_at__lte=TxNow(), order="deadline_at", limit=limit)
             now = _now_of(rows)
-            return settle_rows(self, rows, lambda job: _timed_out(job, now), now, Settle.POLICY)
+            return settle_rows(self, [(job, _timed_out(job, now), Settle.POLICY) for job in rows], now)
 
     def prune(self, limit: int) -> dict[str, int]:
         """Delete finished jobs and events past their retention (``OJS["RETENTION"]``)."""
-        from ..models import Event
+        from ..models import Event, Worker
 
         retention = ojs_settings.RETENTION
         now = db_now()
@@ -94,6 +99,10 @@ class MaintenanceMixin:
         stale = Event.objects.filter(time__lt=now - dt.timedelta(seconds=retention["events"])).order_by("time")
         seqs = list(stale.values_list("seq", flat=True)[:limit])
         pruned["events"] = Event.objects.filter(seq__in=seqs)._raw_delete(Event.objects.db) if seqs else 0
+        pruned["dead_workers"] = Worker.objects.prune_dead(limit)
+        pruned["rate_limit_starts"] = limits.prune_starts(now, limit)
+        keep = retention.get("workflows", retention["completed"])
+        pruned["workflows"] = _prune_workflows(now - dt.timedelta(seconds=keep), limit)
         return pruned
 
     def _cap_dead_letter(self, max_count: int, limit: int) -> int:
@@ -151,3 +160,21 @@ def _timed_out(job: Any, now: dt.datetime) -> Failure:
         retryable=True,
         details={"timeout_kind": "execution", "limit_seconds": limit, "elapsed_seconds": elapsed},
     )
+
+
+def _prune_workflows(before: dt.datetime, limit: int) -> int:
+    """Delete workflows that ended before ``before``, their nodes first (no collector)."""
+    from ..models import Workflow, WorkflowNode
+    from ..workflows import DONE
+
+    with transaction.atomic():
+        ids = list(
+            Workflow.objects.select_for_update(skip_locked=True)
+            .filter(state__in=sorted(DONE), finished_at__lt=before)
+            .order_by("finished_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        if not ids:
+            return 0
+        WorkflowNode.objects.filter(workflow_id__in=ids)._raw_delete(WorkflowNode.objects.db)
+        return Workflow.objects.filter(id__in=ids)._raw_delete(Workflow.objects.db)

@@ -7,6 +7,11 @@ its old worker (DESIGN invariant 1). FAIL needs the retry policy to decide,
 so it locks the row (``SELECT ... FOR UPDATE``), decides, and writes before
 the lock is released.
 
+``settle_many`` writes a worker's finished attempts -- completions and
+failures -- in one transaction that first locks every row of the batch in
+``seq`` order (DESIGN invariant 11): two such batches, or a batch and a
+reaper, can never lock the same rows in opposite orders.
+
 ``settle_failure`` is the one place that turns a failure into a new state;
 FAIL, visibility expiry, execution timeouts and dead-worker recovery all use
 it, so each records its error in the history and charges attempts the same
@@ -16,11 +21,10 @@ way.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
-
-from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.models import Case, JSONField, Q, Value, When
@@ -30,8 +34,9 @@ from ..errors import InvalidTransition, NotFound
 from ..failure import Failure
 from ..retry import RetryPolicy, decide
 from ..states import JobState, Move, sources, target
-from . import events
+from . import events, fastack
 from .clock import TxNow
+from .workflows import advance as advance_workflows
 
 if TYPE_CHECKING:
     from ..models import Job, JobError
@@ -79,6 +84,19 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class _CompletedRow:
+    """The attributes ``events.job_event`` reads, for a completion written without loading the job."""
+
+    seq: int
+    id: Any
+    type: str
+    queue: str
+    attempt: int
+    started_at: dt.datetime | None
+    state: str
+
+
+@dataclass(frozen=True)
 class _Holder:
     """The two columns ``Lease.holds`` reads."""
 
@@ -87,23 +105,40 @@ class _Holder:
 
 
 @dataclass(frozen=True)
-class Completed:
-    """A job ``ack_many`` completed: the attributes its event and its caller need."""
+class Settlement:
+    """One finished attempt for ``settle_many``: a result, or a failure."""
 
-    seq: int
-    id: Any
-    type: str
-    queue: str
-    attempt: int
-    started_at: dt.datetime | None
-    completed_at: dt.datetime
-    result: Any
-    state: str = JobState.COMPLETED
+    job_id: Any
+    lease: Lease
+    result: Any = None
+    failure: Failure | None = None
+    # A failure that releases the job without charging the attempt ("requeue": true).
+    requeue: bool = False
+
+
+class Verdict(str, Enum):
+    """What the store did with a ``Settlement``."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    # The attempt was no longer held (cancelled, recovered, claimed again): nothing written.
+    REFUSED = "refused"
 
 
 class OutcomeMixin:
     def ack(self, job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
         """active -> completed in one conditional write; 409 if the job is not ours to ack."""
+        if events.fast_paths_ok():
+            # One statement (core/fastack.py). A workflow step's ACK must move
+            # its workflow in the same transaction, so ACK and advance share
+            # one; only the step's own row says whether it is one.
+            with transaction.atomic():
+                job = fastack.ack(self, job_id, result, lease)
+                if job is not None and (job.extra or {}).get("workflow_id"):
+                    advance_workflows({job.seq: job.state})
+            if job is None:
+                raise refusal(self.filter(id=job_id).first(), job_id, Move.ACK)
+            return job
         now_ = TxNow()
         with transaction.atomic():
             changed = self.filter(Q(id=job_id, state__in=sources(Move.ACK)) & lease.q()).update(
@@ -120,74 +155,109 @@ class OutcomeMixin:
                 raise refusal(job, job_id, Move.ACK)
             duration = to_millis(job.completed_at - job.started_at) if job.started_at else None
             events.record([events.job_event("job.completed", job, job.completed_at, duration_ms=duration)])
+            advance_workflows({job.seq: job.state})
         return job
 
-    def ack_many(self, acks: Sequence[tuple[Any, Lease, Any]]) -> tuple[list[Completed], list[str]]:
-        """Complete many jobs in one transaction: ``(job_id, lease, result)`` each.
+    def settle_many(self, settlements: Sequence[Settlement]) -> list[Verdict]:
+        """Write many finished attempts in one transaction; a verdict for each, in order.
 
-        For the in-process worker, which flushes completions in batches.
-        Jobs whose lease no longer holds (reaped, cancelled, claimed again)
-        are left alone and returned as refused, exactly as a single ACK
-        would refuse them. Returns (completed jobs, refused job ids).
-
-        Two statements whatever the batch size: the batch's active jobs are
-        locked through the unique index on ``id``, reading only the columns
-        the lease check and the completion events need, and one UPDATE
-        completes those whose lease holds. (A lease condition in the WHERE
-        clause would let the planner pick the partial index of active jobs
-        by owner, whose dead entries -- every job the worker ever finished
-        since the last vacuum -- it would then walk on every batch.)
+        For the in-process worker, which writes its outcomes in batches.
+        Every row of the batch is locked first, in ``seq`` order, through
+        the unique index on ``id`` (a lease condition in that WHERE clause
+        would let the planner pick the partial index of active jobs by
+        owner, whose dead entries -- every job the worker finished since the
+        last vacuum -- it would walk on every batch). Attempts whose lease
+        no longer holds are refused, exactly as a single ACK or FAIL would
+        be. Completions are written in one UPDATE; failures are decided one
+        by one and written together (``settle_rows``).
         """
-        wanted = {str(job_id): (lease, result) for job_id, lease, result in acks}
-        if not wanted:
-            return [], []
-        with transaction.atomic():
-            rows = list(
-                self.select_for_update()
-                .filter(id__in=list(wanted), state__in=sources(Move.ACK))
+        if not settlements:
+            return []
+        # No savepoint of its own: inside settle_and_fetch's transaction (the
+        # worker's every turn) a failure undoes the whole turn anyway.
+        with transaction.atomic(savepoint=False):
+            rows = {
+                str(row[1]): row
+                for row in self.select_for_update()
+                .filter(id__in=list({str(s.job_id) for s in settlements}), state__in=sources(Move.ACK))
                 .annotate(db_now=TxNow())
                 .order_by("seq")
                 .values_list("seq", "id", "type", "queue", "attempt", "started_at", "worker_id", "db_now")
-            )
-            held = [row for row in rows if wanted[str(row[1])][0].holds(_Holder(row[6], row[4]))]
-            if not held:
-                return [], list(wanted)
-            now = rows[0][-1]
-            done = [
-                Completed(seq, job_id, type_, queue, attempt, started_at, now, wanted[str(job_id)][1])
-                for seq, job_id, type_, queue, attempt, started_at, _, _ in held
-            ]
-            results = [
-                When(seq=job.seq, then=Value(job.result, output_field=JSONField()))
-                for job in done
-                if job.result is not None
-            ]
-            self.filter(seq__in=[job.seq for job in done]).update(
-                state=target(Move.ACK),
-                completed_at=now,
-                finished_at=now,
-                result=Case(*results, default=None, output_field=JSONField()) if results else None,
-                error=None,
-                lease_expires_at=None,
-                deadline_at=None,
-            )
-            events.record_for_jobs(
-                "job.completed",
-                [job.seq for job in done],
-                now,
-                lambda: (
-                    events.job_event(
-                        "job.completed",
-                        job,
-                        now,
-                        duration_ms=to_millis(now - job.started_at) if job.started_at else None,
-                    )
-                    for job in done
-                ),
-                with_duration=True,
-            )
-        done_ids = {str(job.id) for job in done}
-        return done, [job_id for job_id in wanted if job_id not in done_ids]
+            }
+            verdicts: list[Verdict] = []
+            held: list[tuple[Settlement, tuple]] = []
+            for settlement in settlements:
+                key = str(settlement.job_id)
+                row = rows.get(key)
+                if row is None or not settlement.lease.holds(_Holder(row[6], row[4])):
+                    verdicts.append(Verdict.REFUSED)
+                    continue
+                del rows[key]  # an attempt is settled once, even if the batch names it twice
+                held.append((settlement, row))
+                verdicts.append(Verdict.COMPLETED if settlement.failure is None else Verdict.FAILED)
+            if held:
+                now = held[0][1][-1]
+                self._complete_rows([(s, row) for s, row in held if s.failure is None], now)
+                failed = self._fail_rows([(s, row) for s, row in held if s.failure is not None], now)
+                # One call for the whole batch, the job rows still locked (core/workflows.py).
+                advance_workflows(
+                    {row[0]: JobState.COMPLETED for s, row in held if s.failure is None}
+                    | {job.seq: job.state for job in failed}
+                )
+        return verdicts
+
+    def _complete_rows(self, held: list[tuple[Settlement, tuple]], now: dt.datetime) -> None:
+        if not held:
+            return
+        seqs = [row[0] for _, row in held]
+        if events.fast_paths_ok():
+            fastack.complete_rows(self, seqs, [settlement.result for settlement, _ in held], now)
+            return
+        results = [
+            When(seq=row[0], then=Value(settlement.result, output_field=JSONField()))
+            for settlement, row in held
+            if settlement.result is not None
+        ]
+        self.filter(seq__in=seqs).update(
+            state=target(Move.ACK),
+            completed_at=now,
+            finished_at=now,
+            result=Case(*results, default=None, output_field=JSONField()) if results else None,
+            error=None,
+            lease_expires_at=None,
+            deadline_at=None,
+        )
+        events.record_for_jobs(
+            "job.completed",
+            seqs,
+            now,
+            lambda: (
+                events.job_event(
+                    "job.completed",
+                    _CompletedRow(*row[:6], state=JobState.COMPLETED),
+                    now,
+                    duration_ms=to_millis(now - row[5]) if row[5] else None,
+                )
+                for _, row in held
+            ),
+            with_duration=True,
+        )
+
+    def _fail_rows(self, held: list[tuple[Settlement, tuple]], now: dt.datetime) -> list[Job]:
+        if not held:
+            return []
+        # Already locked above; the whole rows are read for the retry policy.
+        jobs = {job.seq: job for job in self.filter(seq__in=[row[0] for _, row in held])}
+        settle_rows(
+            self,
+            [
+                (jobs[row[0]], s.failure, Settle.RELEASE if s.requeue else Settle.POLICY)
+                for s, row in held
+            ],
+            now,
+            advance=False,
+        )
+        return list(jobs.values())
 
     def fail(
         self,
@@ -209,6 +279,7 @@ class OutcomeMixin:
             job.save(update_fields=FAILURE_FIELDS)
             JobError.objects.bulk_create([entry])
             events.record(settled_events)
+            advance_workflows({job.seq: job.state})
         return job
 
 
@@ -323,21 +394,28 @@ def _to_available(job: Job, now: dt.datetime) -> None:
     job.run_at = None
 
 
-def settle_rows(manager: Any, jobs: list[Job], failure_of: Any, now: dt.datetime, mode: Settle) -> int:
-    """Settle many locked jobs in one UPDATE plus one INSERT of their history."""
+def settle_rows(
+    manager: Any, failed: Sequence[tuple[Job, Failure, Settle]], now: dt.datetime, *, advance: bool = True
+) -> int:
+    """Settle locked jobs, each with its failure and mode, in one UPDATE plus one INSERT of history.
+
+    Then their workflows advance, unless the caller (``settle_many``) does it for a larger batch.
+    """
     from ..models import JobError
 
-    if not jobs:
+    if not failed:
         return 0
     entries, batch_events = [], []
-    for job in jobs:
-        entry, settled_events = settle_failure(job, failure_of(job), now, mode)
+    for job, failure, mode in failed:
+        entry, settled_events = settle_failure(job, failure, now, mode)
         entries.append(entry)
         batch_events.extend(settled_events)
-    manager.bulk_update(jobs, FAILURE_FIELDS)
+    manager.bulk_update([job for job, _, _ in failed], FAILURE_FIELDS)
     JobError.objects.bulk_create(entries)
     events.record(batch_events)
-    return len(jobs)
+    if advance:
+        advance_workflows({job.seq: job.state for job, _, _ in failed})
+    return len(failed)
 
 
 def expire_rows(manager: Any, jobs: list[Job], now: dt.datetime) -> int:
@@ -385,4 +463,5 @@ def expire_rows(manager: Any, jobs: list[Job], now: dt.datetime) -> int:
     manager.bulk_update(jobs, ["state", "finished_at", "run_at", "error"])
     JobError.objects.bulk_create(entries)
     events.record(batch_events)
+    advance_workflows({job.seq: job.state for job in jobs})
     return len(jobs)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, NoReturn
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
@@ -14,7 +15,7 @@ from ..durations import RelativeTime, format_timestamp
 from ..envelope import JobSpec
 from ..errors import Duplicate, InvalidRequest
 from ..states import JobState
-from . import events
+from . import events, fastpush, queue_config, unique
 from .clock import db_now
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class PushMixin:
         ids = [spec.id for spec in specs if spec.id is not None]
         if len(ids) != len(set(ids)):
             raise Duplicate("the batch contains the same job id twice")
+        if events.fast_paths_ok() and all(fastpush.is_plain(spec) for spec in specs):
+            return self._push_plain(specs, ids)
         try:
             with transaction.atomic():
                 now = db_now()
@@ -46,18 +49,47 @@ class PushMixin:
                     taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10])
                     if taken:
                         raise _duplicate(taken)
-                self.bulk_create(jobs)
-                _register_queues({job.queue for job in jobs})
-                events.record(filter(None, (_push_event(job, now) for job in jobs)))
+                # Bounded queues (ojs-queue-config §6.1) and unique jobs
+                # (core/unique.py): unconfigured queues and plain jobs pay nothing.
+                queue_config.make_room(self, jobs, now)
+                if any(spec.unique for spec in specs):
+                    jobs = unique.insert(self, jobs, [spec.unique for spec in specs], now)
+                else:
+                    self.bulk_create(jobs)
+                created = [job for job in jobs if not getattr(job, "deduplicated", False)]
+                _register_queues({job.queue for job in created})
+                events.record(filter(None, (_push_event(job, now) for job in created)))
         except IntegrityError as exc:
             # A concurrent PUSH with the same id won the race to the unique index.
-            taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10]) if ids else []
-            if taken:
-                raise _duplicate(taken) from exc
-            raise
+            self._raise_taken(ids, exc)
         return jobs
 
-    def _new_job(self, spec: JobSpec, now: dt.datetime) -> Job:
+    def _push_plain(self, specs: Sequence[JobSpec], ids: list) -> list[Job]:
+        """Plain jobs (``fastpush.is_plain``) in one statement.
+
+        Outside a transaction that statement is the whole PUSH, atomic on
+        its own: no BEGIN, no COMMIT. Inside the caller's transaction a
+        savepoint keeps that transaction usable when an id is taken.
+        """
+        # No clock read: the statement sets created_at and enqueued_at itself.
+        jobs = [self._new_job(spec, None) for spec in specs]
+        try:
+            with transaction.atomic() if connection.in_atomic_block else nullcontext():
+                _register_queues({job.queue for job in jobs})
+                fastpush.insert(self, jobs)
+        except IntegrityError as exc:
+            self._raise_taken(ids, exc)
+        return jobs
+
+    def _raise_taken(self, ids: list, exc: IntegrityError) -> NoReturn:
+        """The PUSH failed on a unique index: a duplicate id if one of ``ids`` is taken, else ``exc``."""
+        taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10]) if ids else []
+        if taken:
+            raise _duplicate(taken) from exc
+        raise exc
+
+    def _new_job(self, spec: JobSpec, now: dt.datetime | None) -> Job:
+        """The unsaved job; ``now`` None for a plain job (``fastpush``), whose statement reads the clock."""
         scheduled_at = _resolve(spec.scheduled_at, now)
         expires_at = _resolve(spec.expires_at, now)
         if spec.pending and scheduled_at is not None and scheduled_at > now:
@@ -71,7 +103,7 @@ class PushMixin:
             state = JobState.SCHEDULED
         else:
             state = JobState.AVAILABLE
-        return self.model(
+        job = self.model(
             id=spec.id or uuid7(),
             type=spec.type,
             queue=spec.queue,
@@ -81,7 +113,6 @@ class PushMixin:
             state=state,
             max_attempts=spec.retry.max_attempts,
             retry=spec.retry.to_dict(),
-            unique=spec.unique,
             timeout=spec.timeout if spec.timeout is not None else _default_timeout(),
             visibility_timeout=spec.visibility_timeout
             or dt.timedelta(seconds=ojs_settings.DEFAULT_VISIBILITY_TIMEOUT),
@@ -97,6 +128,12 @@ class PushMixin:
             expires_at=expires_at,
             run_at=scheduled_at if state == JobState.SCHEDULED else None,
         )
+        if spec.unique is not None:
+            unique.stamp(job, spec.unique, now)
+        if spec.rate_limit is not None:
+            job.rate_limit = spec.rate_limit.to_dict()
+            job.rate_key = spec.rate_limit.key
+        return job
 
 
 def _push_event(job: Job, now: dt.datetime):

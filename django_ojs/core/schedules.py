@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
+from django.db.models import Q
 
 from ..conf import ojs_settings
 from ..cron import CronError, parse_schedule, validate_timezone
@@ -73,20 +74,60 @@ class CronJobManager(models.Manager):
         """Create or update a schedule by name (ojs-cron §8.1 upsert); True when created."""
         with transaction.atomic():
             now = db_now()
-            fields = {
-                "expression": spec.expression,
-                "timezone": spec.timezone,
-                "job_template": spec.job_template,
-                "overlap_policy": spec.overlap_policy,
-                "enabled": spec.enabled,
-                "description": spec.description,
-                "next_run_at": _next_run(spec.expression, spec.timezone, now, anchor=now) if spec.enabled else None,
-                "updated_at": now,
-            }
+            fields = _fields(spec, now)
             cron, created = self.update_or_create(
                 name=spec.name, defaults=fields, create_defaults={**fields, "created_at": now}
             )
         return cron, created
+
+    def sync_from_code(self, specs: Sequence[CronSpec]) -> dict[str, list[str]]:
+        """Make the schedules declared in code the store's: ``{"added", "changed", "removed", "unchanged"}``.
+
+        Only rows marked ``from_code`` are changed or removed; a code schedule
+        whose name an HTTP registration took takes it over (and says so in
+        the log). An unchanged schedule keeps its ``next_run_at``, so a
+        reaper restart neither skips nor repeats an occurrence. Several
+        reapers may start at once: the rows are locked in name order, and one
+        that loses the race to create a row retries once, finding it locked.
+        """
+        for attempt in (1, 2):
+            try:
+                return self._sync_from_code(specs)
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _sync_from_code(self, specs: Sequence[CronSpec]) -> dict[str, list[str]]:
+        wanted = {spec.name: spec for spec in specs}
+        outcome: dict[str, list[str]] = {"added": [], "changed": [], "removed": [], "unchanged": []}
+        with transaction.atomic():
+            rows = {
+                cron.name: cron
+                for cron in self.select_for_update()
+                .filter(Q(from_code=True) | Q(name__in=list(wanted)))
+                .order_by("name")
+            }
+            now = db_now()
+            for name, spec in sorted(wanted.items()):
+                row = rows.get(name)
+                if row is not None and row.from_code and _same(row, spec):
+                    outcome["unchanged"].append(name)
+                    continue
+                if row is not None and not row.from_code:
+                    logger.warning("cron %s was registered over HTTP; the schedule declared in code replaces it", name)
+                fields = _fields(spec, now)
+                if row is None:
+                    self.create(name=name, from_code=True, created_at=now, **fields)
+                    outcome["added"].append(name)
+                else:
+                    self.filter(name=name).update(from_code=True, **fields)
+                    outcome["changed"].append(name)
+            gone = sorted(name for name, row in rows.items() if row.from_code and name not in wanted)
+            if gone:
+                self.filter(name__in=gone, from_code=True).delete()
+            outcome["removed"] = gone
+        return outcome
 
     def unregister(self, name: str) -> CronJob:
         with transaction.atomic():
@@ -111,10 +152,36 @@ class CronJobManager(models.Manager):
                 fired += self._fire(cron, cron.db_now)
         return fired
 
-    def _fire(self, cron: CronJob, now: dt.datetime) -> int:
+    def set_enabled(self, name: str, enabled: bool) -> CronJob | None:
+        """Enable (next run from now) or disable a schedule; None if it was already so or is gone."""
+        with transaction.atomic():
+            cron = self.select_for_update().filter(name=name).first()
+            if cron is None or cron.enabled == enabled:
+                return None
+            now = db_now()
+            cron.enabled = enabled
+            cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=now) if enabled else None
+            cron.updated_at = now
+            cron.save(update_fields=["enabled", "next_run_at", "updated_at"])
+            events.record([events.other_event("cron.enabled" if enabled else "cron.disabled", now, cron_name=name)])
+        return cron
+
+    def fire_now(self, name: str) -> CronJob | None:
+        """Run a schedule once now, outside its timetable (its overlap policy still applies);
+        its next run stays as planned. None when nothing was enqueued."""
+        with transaction.atomic():
+            cron = self.select_for_update().filter(name=name).annotate(db_now=TxNow()).first()
+            if cron is None:
+                return None
+            return cron if self._fire(cron, cron.db_now, occurrence=cron.db_now) else None
+
+    def _fire(self, cron: CronJob, now: dt.datetime, *, occurrence: dt.datetime | None = None) -> int:
+        """Enqueue the schedule's job for ``occurrence`` (its due time by default,
+        which also moves ``next_run_at`` on)."""
         from ..models import Job
 
-        occurrence = cron.next_run_at
+        on_schedule = occurrence is None
+        occurrence = cron.next_run_at if on_schedule else occurrence
         open_jobs = Job.objects.filter(cron_name=cron.name).exclude(state__in=TERMINAL)
         enqueued = 0
         if cron.overlap_policy == "skip" and open_jobs.exists():
@@ -138,7 +205,8 @@ class CronJobManager(models.Manager):
                     "cron.triggered", now, queue=job.queue, cron_name=cron.name, cron_expr=cron.expression,
                     job_type=job.type, job_id=str(job.id), scheduled_at=format_timestamp(occurrence))])
         cron.last_run_at = occurrence
-        cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=occurrence)
+        if on_schedule:
+            cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=occurrence)
         cron.updated_at = now
         cron.save(update_fields=["last_run_at", "next_run_at", "run_count", "last_job_id", "updated_at"])
         return enqueued
@@ -156,6 +224,30 @@ class CronJobManager(models.Manager):
         # ojs-cron §6.3: the triggered job names its schedule in its metadata.
         spec.meta = {**spec.meta, "cron_name": cron.name, "cron_triggered_at": format_timestamp(occurrence)}
         return spec
+
+
+def _fields(spec: CronSpec, now: dt.datetime) -> dict[str, Any]:
+    return {
+        "expression": spec.expression,
+        "timezone": spec.timezone,
+        "job_template": spec.job_template,
+        "overlap_policy": spec.overlap_policy,
+        "enabled": spec.enabled,
+        "description": spec.description,
+        "next_run_at": _next_run(spec.expression, spec.timezone, now, anchor=now) if spec.enabled else None,
+        "updated_at": now,
+    }
+
+
+def _same(row: CronJob, spec: CronSpec) -> bool:
+    return (
+        row.expression == spec.expression
+        and row.timezone == spec.timezone
+        and row.job_template == spec.job_template
+        and row.overlap_policy == spec.overlap_policy
+        and row.enabled == spec.enabled
+        and row.description == spec.description
+    )
 
 
 def _next_run(expression: str, timezone: str, after: dt.datetime, *, anchor: dt.datetime) -> dt.datetime | None:

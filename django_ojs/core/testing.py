@@ -1,23 +1,110 @@
-"""Test-only store reset, served only while ``OJS["TEST_HOOKS"]`` is on."""
+"""Test-only moves: the store reset (served only while ``OJS["TEST_HOOKS"]`` is on), and
+the claims ``django_ojs.testing`` makes to run jobs inside a test."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from django.db import connection, transaction
+
+from ..states import JobState
+from .clock import TxNow
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+PROMOTE_BATCH = 500
 
 
 def reset_store() -> None:
-    """Empty jobs, history, workers, cron and events; unpause every queue.
+    """Empty jobs, history, workflows, workers, cron, events and rate limit records; unpause every
+    queue and clear its configuration.
 
-    Queue rows stay (unpaused): processes remember which queues have rows.
+    Queue rows stay: processes remember which queues have rows. Other
+    processes may keep a queue's old configuration for ``QUEUE_CONFIG_TTL``.
     """
-    from ..models import CronJob, Event, Job, JobError, Queue, Worker
+    from ..models import (
+        CronJob,
+        Event,
+        Job,
+        JobError,
+        Queue,
+        RateLimitOverride,
+        RateLimitStart,
+        Worker,
+        Workflow,
+        WorkflowNode,
+    )
+    from .queue_config import forget
 
-    tables = [model._meta.db_table for model in (JobError, Job, Worker, CronJob, Event)]
+    emptied = (JobError, Job, WorkflowNode, Workflow, Worker, CronJob, Event, RateLimitStart, RateLimitOverride)
+    tables = [model._meta.db_table for model in emptied]
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
         else:
-            for model in (JobError, Job, Worker, CronJob, Event):
+            for model in emptied:
                 model.objects.all()._raw_delete(model.objects.db)
-        Queue.objects.update(paused=False, paused_at=None)
+        Queue.objects.update(
+            paused=False, paused_at=None, concurrency=None, rate_limit=None, throttle=None, max_size=None,
+            overflow_policy="reject",
+        )
+    forget()
+
+
+# -- django_ojs.testing: run jobs in the test's own process ---------------------------------
+
+
+def make_due(queues: Sequence[str] | None, *, scheduled: bool) -> int:
+    """Bring retries (and, with ``scheduled``, scheduled jobs) to ``available`` now, whatever their time.
+
+    ``drain()`` runs what a test queued, retries included, without waiting
+    out their backoff. They pass through the promotion the reaper makes
+    (``job.enqueued`` events and all), only earlier. Rows in seq order.
+    """
+    from ..models import Job
+
+    states = [JobState.RETRYABLE, *([JobState.SCHEDULED] if scheduled else [])]
+    with transaction.atomic():
+        rows = Job.objects.select_for_update(skip_locked=True).filter(state__in=states)
+        if queues is not None:
+            rows = rows.filter(queue__in=list(queues))
+        due = list(rows.order_by("seq").values_list("seq", flat=True))
+        if due:
+            Job.objects.filter(seq__in=due).update(run_at=TxNow())
+    if due:
+        _promote_everything_due()
+    return len(due)
+
+
+def _promote_everything_due() -> None:
+    # The reaper's own move, repeated until nothing due is left (it orders by
+    # run_at, so rows already due before ours go first).
+    from ..models import Job
+
+    while Job.objects.promote_due(PROMOTE_BATCH) == PROMOTE_BATCH:
+        pass
+
+
+def claim_job(job_id: Any, worker_id: str) -> Job | None:
+    """Claim one job by its id for an inline run, as FETCH would; None if it is not waiting to run.
+
+    A scheduled job is promoted first (inline mode ignores delays, as
+    ojs-testing §5.2 says); pending and finished jobs are left alone.
+    """
+    from ..models import Job
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(id=job_id).first()
+        if job is None or job.state not in (JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE):
+            return None
+        if job.state != JobState.AVAILABLE:
+            Job.objects.filter(seq=job.seq).update(run_at=TxNow())
+            _promote_everything_due()
+        job = Job.objects.select_for_update().annotate(db_now=TxNow()).get(seq=job.seq)
+        if job.state != JobState.AVAILABLE:
+            return None
+        Job.objects._activate([job], job.db_now, worker_id, None)
+    return job

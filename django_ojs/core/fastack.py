@@ -1,0 +1,87 @@
+"""ACK in one statement (PostgreSQL): the conditional write, the job read back and its event.
+
+And the in-process worker's batch of completions (``complete_rows``): one
+UPDATE of the locked rows, their results and their events in one statement.
+
+``OutcomeMixin.ack`` moves ``active -> completed`` only where the lease
+holds; stepwise that is an UPDATE, a SELECT of the job and an event INSERT
+in a transaction of its own: five round trips per job for an HTTP worker.
+Here the UPDATE returns the row and a CTE records ``job.completed`` from it
+(``duration_ms`` since ``started_at``, as ``job_event`` writes it). No row
+means the job was not ours to ack; the caller reads it to say why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..conf import ojs_settings
+from ..states import Move, sources, target
+from . import events
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from .outcome import Lease
+
+
+def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
+    """The completed job, or None when no active job with this id and lease was there to ack."""
+    table = manager.model._meta.db_table
+    params: dict[str, Any] = {
+        "id": manager.model._meta.get_field("id").to_python(job_id),
+        "sources": sorted(state.value for state in sources(Move.ACK)),
+        "completed": target(Move.ACK).value,
+        # SQL NULL for no result, as the JSONField stores None.
+        "result": json.dumps(result) if result is not None else None,
+        "worker": lease.worker_id,
+        "attempt": lease.attempt,
+    }
+    guard = ""
+    if lease.worker_id:
+        guard += " AND (worker_id = %(worker)s OR worker_id IS NULL)"
+    if lease.attempt is not None:
+        guard += " AND attempt = %(attempt)s"
+    sql = (
+        f"WITH acked AS (UPDATE {table} SET state = %(completed)s, completed_at = CURRENT_TIMESTAMP,"
+        " finished_at = CURRENT_TIMESTAMP, result = %(result)s::jsonb, error = NULL,"
+        " lease_expires_at = NULL, deadline_at = NULL"
+        f" WHERE id = %(id)s AND state = ANY(%(sources)s){guard} RETURNING *)"
+    )
+    if ojs_settings.EVENTS:
+        logged = events.insert_job_events(
+            "acked j", kind="'job.completed'", time="CURRENT_TIMESTAMP", data="'{}'", with_duration=True
+        )
+        sql += f", logged AS ({logged})"
+    sql += " SELECT * FROM acked"
+    rows = list(manager.raw(sql, params))
+    return rows[0] if rows else None
+
+
+def complete_rows(manager: Any, seqs: Sequence[int], results: Sequence[Any], now: dt.datetime) -> None:
+    """Complete these rows, already locked and checked by ``settle_many``, with their results, and log it."""
+    from django.db import connection
+
+    table = manager.model._meta.db_table
+    sql = (
+        f"WITH done AS (UPDATE {table} j SET state = %(completed)s, completed_at = %(now)s,"
+        " finished_at = %(now)s, result = r.result, error = NULL, lease_expires_at = NULL, deadline_at = NULL"
+        " FROM unnest(%(seqs)s::bigint[], %(results)s::jsonb[]) AS r(seq, result)"
+        " WHERE j.seq = r.seq RETURNING j.*)"
+    )
+    if ojs_settings.EVENTS:
+        logged = events.insert_job_events(
+            "done j", kind="'job.completed'", time="%(now)s", data="'{}'", with_duration=True
+        )
+        sql += f", logged AS ({logged})"
+    sql += " SELECT count(*) FROM done"
+    params = {
+        "completed": target(Move.ACK).value,
+        "now": now,
+        "seqs": list(seqs),
+        "results": [json.dumps(result) if result is not None else None for result in results],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)

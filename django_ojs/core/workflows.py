@@ -1,0 +1,395 @@
+"""Workflows in the store: create, advance, cancel, retry a failed step.
+
+``advance`` is the one hook the settle paths call (ACK, FAIL, the worker's
+batches, the reaper's recoveries, expiry, cancellation) with the jobs they
+just moved, inside the transaction that moved them. So the next step is
+enqueued, a group counted and a callback fired in the same commit as the
+job's outcome, or not at all: a crash between steps leaves nothing to
+repair, and nothing can happen twice.
+
+Lock order (DESIGN invariant 11): the settle path holds its job rows (locked
+in ``seq`` order); ``advance`` then locks the rows of the workflows they
+belong to, in ``id`` order. No path takes a workflow row before job rows:
+``cancel`` and ``retry_step`` lock the jobs they will touch first, and start
+over when the workflow moved on meanwhile. Only the workflow's own row is
+locked, so unrelated workflows never wait for each other; its counters are
+counted from its node rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from uuid6 import uuid7
+
+from ..conf import ojs_settings
+from ..durations import to_millis
+from ..envelope import parse_job
+from ..errors import InvalidTransition, NotFound, OJSError
+from ..retry import parse_policy
+from ..states import TERMINAL, JobState
+from ..workflows import (
+    CANCELLED,
+    COMPLETED,
+    DONE,
+    FAILED,
+    PENDING,
+    RUNNING,
+    Engine,
+    Enqueue,
+    Node,
+    NodeState,
+)
+from . import events
+from .clock import db_now
+
+if TYPE_CHECKING:
+    from ..models import Workflow
+
+# What a step's job ending in a terminal state means for the step.
+OUTCOME: dict[str, str] = {JobState.COMPLETED: COMPLETED, JobState.DISCARDED: FAILED, JobState.CANCELLED: CANCELLED}
+_NODE_FIELDS = ["state", "inputs", "result", "error", "job_seq", "job_id", "started_at", "finished_at"]
+
+
+def job_options() -> dict[str, Any]:
+    """How the jobs of a workflow are parsed: the same defaults as a PUSH."""
+    return {
+        "default_queue": ojs_settings.DEFAULT_QUEUE,
+        "default_retry": parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+        "max_bytes": ojs_settings.MAX_ENVELOPE_BYTES,
+    }
+
+
+def create(root: Node) -> Workflow:
+    """Store a parsed workflow and enqueue its first jobs, in one transaction.
+
+    Inside a caller's ``transaction.atomic()`` it commits or rolls back with
+    the caller's rows, like any enqueue.
+    """
+    from ..models import Workflow, WorkflowNode
+
+    with transaction.atomic():
+        now = db_now()
+        workflow = Workflow.objects.create(
+            id=uuid7(),
+            type=root.kind,
+            name=root.name,
+            # Running from creation: its first jobs are enqueued now (README, "Decisions").
+            state=RUNNING,
+            definition=root.to_dict(),
+            created_at=now,
+            started_at=now,
+        )
+        engine = Engine.fresh(root)
+        planned = engine.start()
+        WorkflowNode.objects.bulk_create(
+            WorkflowNode(workflow=workflow, path=node.path, kind=node.kind, type=node.type[:255], state="waiting")
+            for node in root.walk()
+        )
+        nodes = {node.path: node for node in workflow.nodes.all()}
+        # Refused jobs (a full queue...) refuse the whole workflow: nothing ran yet.
+        _run(workflow, engine, nodes, planned, now, strict=True)
+        total = len(root.children)
+        events.record(
+            [
+                _event("workflow.created", workflow, now),
+                _event("workflow.started", workflow, now, total_steps=total),
+            ]
+        )
+    return workflow
+
+
+def advance(settled: Mapping[int, str]) -> None:
+    """Move the workflows of jobs that just reached a terminal state (``{seq: state}``).
+
+    Called inside the settling transaction, after the job rows are written
+    and while they are locked. Jobs that are not workflow steps cost one
+    index probe per call, and nothing when none of them is terminal.
+    """
+    from ..models import Workflow, WorkflowNode
+
+    done = {seq: state for seq, state in settled.items() if state in TERMINAL}
+    if not done:
+        return
+    ids = set(
+        WorkflowNode.objects.filter(job_seq__in=list(done), state=PENDING).values_list("workflow_id", flat=True)
+    )
+    if not ids:
+        return
+    now = db_now()
+    for workflow in Workflow.objects.select_for_update().filter(id__in=ids, state=RUNNING).order_by("id"):
+        _advance(workflow, done, now)
+
+
+def _advance(workflow: Workflow, done: Mapping[int, str], now: dt.datetime) -> None:
+    from ..models import Job
+
+    engine, nodes = _load(workflow)
+    mine = sorted(
+        (node for node in nodes.values() if node.job_seq in done and node.state == PENDING),
+        key=lambda node: node.job_seq,
+    )
+    jobs = {
+        job.seq: job
+        for job in Job.objects.filter(seq__in=[node.job_seq for node in mine]).only(
+            "seq", "state", "result", "error"
+        )
+    }
+    planned: list[Enqueue] = []
+    for node in mine:
+        job = jobs.get(node.job_seq)
+        if job is None or job.state not in OUTCOME:
+            continue
+        planned += engine.settle(node.path, OUTCOME[job.state], result=job.result, error=job.error)
+    _run(workflow, engine, nodes, planned, now)
+
+
+def _load(workflow: Workflow) -> tuple[Engine, dict[str, Any]]:
+    nodes = {node.path: node for node in workflow.nodes.all()}
+    states = {
+        path: NodeState(state=node.state, inputs=node.inputs, result=node.result, error=node.error)
+        for path, node in nodes.items()
+    }
+    return Engine(Node.from_dict(workflow.definition), states), nodes
+
+
+def _run(
+    workflow: Workflow,
+    engine: Engine,
+    nodes: dict[str, Any],
+    planned: list[Enqueue],
+    now: dt.datetime,
+    *,
+    strict: bool = False,
+) -> None:
+    """Enqueue the planned jobs, write what changed, record the events.
+
+    A job the store refuses while the workflow runs (its queue is full, a
+    queue name now invalid...) fails its step, as a job that failed would:
+    the settling transaction must commit whatever a step's enqueue does.
+    """
+    from ..models import Job
+
+    while planned:
+        specs = [_spec(workflow, item) for item in planned]
+        try:
+            jobs: list[Job | None] = list(Job.objects.push_many(specs))
+            more: list[Enqueue] = []
+        except OJSError:
+            if strict:
+                raise
+            jobs, more = [], []
+            for item, spec in zip(planned, specs):
+                try:
+                    jobs.append(Job.objects.push(spec))
+                except OJSError as exc:
+                    jobs.append(None)
+                    error = {"type": exc.code, "code": exc.code, "message": f"could not enqueue: {exc.message}"}
+                    more += engine.settle(item.node.path, FAILED, error=error)
+        for item, job in zip(planned, jobs):
+            if job is not None:
+                node = nodes[item.node.path]
+                node.job_seq, node.job_id = job.seq, job.id
+        planned = more
+    _write(workflow, engine, nodes, now)
+
+
+def _spec(workflow: Workflow, item: Enqueue):
+    spec = parse_job(item.node.body, **job_options())
+    # Echoed at the top of the job envelope (ojs-workflows §7.1 JobContext):
+    # the results before it, in step order, and where it belongs.
+    spec.extra = {
+        **spec.extra,
+        "parent_results": item.parent_results,
+        "workflow_id": str(workflow.id),
+        "workflow_step": item.node.path,
+    }
+    return spec
+
+
+def _write(workflow: Workflow, engine: Engine, nodes: dict[str, Any], now: dt.datetime) -> None:
+    from ..models import WorkflowNode
+
+    changed = []
+    for path in sorted(engine.changed):
+        node, state = nodes[path], engine.states[path]
+        if state.state != "waiting" and node.started_at is None:
+            node.started_at = now
+        if state.state in DONE and node.finished_at is None:
+            node.finished_at = now
+        elif state.state not in DONE:
+            node.finished_at = None
+        node.state, node.inputs, node.result, node.error = state.state, state.inputs, state.result, state.error
+        changed.append(node)
+    if changed:
+        WorkflowNode.objects.bulk_update(changed, _NODE_FIELDS)
+    batch = [_node_event(workflow, what, node, nodes, now) for what, node in engine.events]
+    finished = engine.finished
+    if finished and workflow.state != finished:
+        workflow.state = finished
+        workflow.finished_at = now
+        workflow.save(update_fields=["state", "finished_at"])
+        extra: dict[str, Any] = {"total_steps": len(engine.root.children),
+                                 "duration_ms": to_millis(now - workflow.created_at)}
+        if finished == FAILED:
+            extra.update(failure_report(workflow, nodes.values()))
+        batch.append(_event(f"workflow.{finished}", workflow, now, **extra))
+    elif workflow.state != RUNNING and not finished:
+        workflow.state, workflow.finished_at = RUNNING, None
+        workflow.save(update_fields=["state", "finished_at"])
+    events.record(filter(None, batch))
+
+
+def _node_event(workflow: Workflow, what: str, node: Node, nodes: dict[str, Any], now: dt.datetime):
+    row = nodes[node.path]
+    if what == "callback_fired":
+        return _event("workflow.callback_fired", workflow, now, callback=node.path.rsplit(".", 1)[-1],
+                      step_id=node.path, step_type=node.type)
+    if node.kind != "job" or what not in (COMPLETED, FAILED):
+        return None
+    data: dict[str, Any] = {"step_id": node.path, "step_type": node.type, "job_id": str(row.job_id)}
+    if row.started_at:
+        data["duration_ms"] = to_millis(now - row.started_at)
+    if what == FAILED:
+        data["error"] = row.error
+    return _event(f"workflow.step_{what}", workflow, now, **data)
+
+
+def _event(kind: str, workflow: Workflow, now: dt.datetime, **data: Any):
+    return events.other_event(
+        kind, now, workflow_id=str(workflow.id), workflow_name=workflow.name, workflow_type=workflow.type, **data
+    )
+
+
+def failure_report(workflow: Workflow, nodes: Iterable[Any]) -> dict[str, Any]:
+    """ojs-workflows §9.6: which jobs failed, and why."""
+    failed = [node for node in nodes if node.kind == "job" and node.state == FAILED]
+    report: dict[str, Any] = {
+        "failed_job_ids": [str(node.job_id) for node in failed if node.job_id],
+        "errors": [
+            {
+                "job_id": str(node.job_id) if node.job_id else None,
+                "step_id": node.path,
+                "code": (node.error or {}).get("code") or (node.error or {}).get("type") or "unknown",
+                "message": (node.error or {}).get("message", ""),
+                "attempt": (node.error or {}).get("attempt"),
+            }
+            for node in failed
+        ],
+    }
+    steps = sorted(int(node.path.split(".")[0]) for node in failed if node.path.split(".")[0].isdigit())
+    if workflow.type == "chain" and steps:
+        report["failed_step_index"] = steps[0]
+    return report
+
+
+# -- operator moves ------------------------------------------------------------
+
+
+class _Moved(Exception):
+    """The workflow started other jobs while we locked the ones we saw: look again."""
+
+
+def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
+    """Cancel a running workflow and every job of it not yet ended (ojs-workflows §11.3).
+
+    Active jobs are cancelled too, as DELETE /jobs/{id} does: their worker
+    learns it from its next heartbeat. 409 on a workflow already ended.
+    """
+    from ..models import Job, WorkflowNode
+
+    for _ in range(20):
+        try:
+            with transaction.atomic():
+                seqs = [
+                    seq
+                    for seq in WorkflowNode.objects.filter(workflow_id=workflow_id, state=PENDING)
+                    .values_list("job_seq", flat=True)
+                    if seq is not None
+                ]
+                # Job rows first, in seq order; then the workflow's row.
+                locked = list(Job.objects.select_for_update().filter(seq__in=seqs).order_by("seq"))
+                workflow = _locked_workflow(workflow_id, allow_failed=False)
+                engine, nodes = _load(workflow)
+                open_jobs = engine.cancel()
+                if {nodes[node.path].job_seq for node in open_jobs} - {job.seq for job in locked}:
+                    raise _Moved
+                now = db_now()
+                Job.objects.cancel_rows([job for job in locked if job.state not in TERMINAL], now)
+                _write(workflow, engine, nodes, now)  # the workflow ends cancelled, with its event
+                counts = {
+                    "steps_cancelled": sum(1 for n in nodes.values() if n.kind == "job" and n.state == CANCELLED),
+                    "steps_already_completed": sum(
+                        1 for n in nodes.values() if n.kind == "job" and n.state == COMPLETED
+                    ),
+                }
+                return workflow, counts
+        except _Moved:
+            continue
+    raise InvalidTransition(
+        f"workflow {workflow_id} kept moving; try again", job_id=str(workflow_id), current_state=RUNNING
+    )
+
+
+def retry_step(workflow_id: Any, path: str) -> Workflow:
+    """Run a failed step again and let its workflow go on from there (the admin's action).
+
+    A new job replaces the failed one, with the same parent_results; the
+    workflow is running again until it ends anew.
+    """
+    from ..models import Workflow
+
+    with transaction.atomic():
+        workflow = _locked_workflow(workflow_id, allow_failed=True)
+        if workflow.state not in (FAILED, RUNNING):
+            raise InvalidTransition(
+                f"workflow {workflow.id} is {workflow.state}; only a failed step of a failed or running "
+                "workflow can be retried",
+                job_id=str(workflow.id),
+                current_state=workflow.state,
+            )
+        engine, nodes = _load(workflow)
+        if path not in nodes or not retryable(nodes[path]):
+            raise InvalidTransition(
+                f"step {path!r} of workflow {workflow.id} has not failed", job_id=str(workflow.id),
+                current_state=workflow.state,
+            )
+        try:
+            planned = engine.retry(path)
+        except (KeyError, ValueError) as exc:
+            raise InvalidTransition(
+                f"step {path!r} of workflow {workflow.id} has not failed", job_id=str(workflow.id),
+                current_state=workflow.state,
+            ) from exc
+        now = db_now()
+        _run(workflow, engine, nodes, planned, now, strict=True)
+        workflow.refresh_from_db()
+        events.record([_event("workflow.step_retried", workflow, now, step_id=path)])
+    return Workflow.objects.get(id=workflow.id)
+
+
+def retryable(node: Any) -> bool:
+    """A step can run again if its job failed or was cancelled (not one that never ran)."""
+    return node.kind == "job" and (node.state == FAILED or (node.state == CANCELLED and node.job_seq is not None))
+
+
+def _locked_workflow(workflow_id: Any, *, allow_failed: bool) -> Workflow:
+    from ..models import Workflow
+
+    workflow = Workflow.objects.select_for_update().filter(id=workflow_id).first()
+    if workflow is None:
+        raise NotFound(
+            f"workflow {workflow_id} not found",
+            details={"resource_type": "workflow", "resource_id": str(workflow_id)},
+        )
+    if workflow.state in DONE and not (allow_failed and workflow.state == FAILED):
+        raise InvalidTransition(
+            f"workflow {workflow.id} is already in terminal state {workflow.state!r}",
+            job_id=str(workflow.id),
+            current_state=workflow.state,
+        )
+    return workflow
+
