@@ -41,10 +41,15 @@ def confirmation_page(
         "selected": count_rows(queryset, ACTION_LIMIT),
         "action_limit": ACTION_LIMIT,
         "sample": list(queryset[:SAMPLE_ROWS]),
-        "echoed": [(name, value) for name in _ECHOED_FIELDS for value in request.POST.getlist(name)],
+        "echoed": echoed_fields(request),
         "confirmed_field": CONFIRMED_FIELD,
         "action_name": action_name,
         "back_url": request.META.get("HTTP_REFERER") or changelist,
         "changelist_url": changelist,
     }
     return TemplateResponse(request, "admin/django_ojs/confirm_action.html", context)
+
+
+def echoed_fields(request: HttpRequest) -> list[tuple[str, str]]:
+    """The action's own form fields, to post the same selection back once confirmed."""
+    return [(name, value) for name in _ECHOED_FIELDS for value in request.POST.getlist(name)]

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from ..errors import InvalidTransition, NotFound
 from ..models import Job
 from ..states import JobState, Move, sources
+from . import filter_wide
 from .confirm import CONFIRMED_FIELD, confirmation_page
 from .display import STATE_ORDER
 from .outcome import ACTION_LIMIT, Outcome, note_missing, within_limit
@@ -44,6 +45,8 @@ class JobMove:
     log_flag: int = CHANGE
     # Set for moves that cannot be undone: the action first asks, saying this.
     confirm_warning: str = ""
+    # The same move in core/bulk.py, for "everything this filter matches".
+    bulk_name: str = ""
 
     @property
     def hint(self) -> str:
@@ -74,6 +77,9 @@ class JobMove:
         """A ModelAdmin action running this move; it needs the model's change permission."""
 
         def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+            if filter_wide.is_filter_wide(request):
+                # "Select all N" ticked: every matching job, in batches through the core.
+                return filter_wide.act(modeladmin, request, queryset, self)
             if self.confirm_warning and request.POST.get(CONFIRMED_FIELD) != self.name:
                 return confirmation_page(modeladmin, request, queryset, self.label, self.confirm_warning, self.name)
             outcome = self.run(queryset)
@@ -108,7 +114,9 @@ def _call(operation: Callable[[Any], Any]) -> Callable[[Any], None]:
     return apply
 
 
-CANCEL = JobMove("cancel_jobs", "Cancel", "Cancel selected jobs", sources(Move.CANCEL), "cancelled", _cancel)
+CANCEL = JobMove(
+    "cancel_jobs", "Cancel", "Cancel selected jobs", sources(Move.CANCEL), "cancelled", _cancel, bulk_name="cancel"
+)
 ACTIVATE = JobMove(
     "activate_jobs",
     "Activate",
@@ -116,6 +124,7 @@ ACTIVATE = JobMove(
     sources(Move.ACTIVATE),
     "activated",
     _call(Job.objects.activate),
+    bulk_name="activate",
 )
 RETRY = JobMove(
     "retry_jobs",
@@ -124,6 +133,7 @@ RETRY = JobMove(
     sources(Move.RESURRECT),
     "retried from the dead letter",
     _call(Job.objects.resurrect),
+    bulk_name="retry",
 )
 DISCARD = JobMove(
     "discard_jobs",
@@ -132,6 +142,7 @@ DISCARD = JobMove(
     sources(Move.DISCARD),
     "discarded",
     _call(Job.objects.discard),
+    bulk_name="discard",
 )
 PURGE = JobMove(
     "purge_jobs",
@@ -142,6 +153,7 @@ PURGE = JobMove(
     _call(Job.objects.purge_dead),
     log_flag=DELETION,
     confirm_warning="Purged jobs and their error history are deleted for good: this cannot be undone.",
+    bulk_name="purge",
 )
 
 

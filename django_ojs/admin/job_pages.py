@@ -14,13 +14,17 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..models import Job, JobError, Worker
+from ..models import Event, Job, JobError, Worker
 from ..states import JobState
 from .display import EMPTY, human_duration, link, moment, pretty_json, relative
 
 # A job that was retried from the dead letter many times could collect a long
 # history; a page shows this many of its errors, the latest last.
 ERROR_HISTORY_LIMIT = 100
+# A job's page shows its latest events; ``?events=all`` raises the bound to
+# EVENT_HISTORY_MAX so a job with 10,000 events still renders fast.
+EVENT_HISTORY_LIMIT = 50
+EVENT_HISTORY_MAX = 1000
 _FINISHED_LABEL = {
     JobState.COMPLETED: "completed",
     JobState.DISCARDED: "discarded",
@@ -109,6 +113,108 @@ def error_history(job: Job, now: dt.datetime) -> SafeString:
     )
 
 
+def progress(job: Job, now: dt.datetime) -> SafeString:
+    """The attempt's progress (ojs-progress) as a bar, its figures and its structured data."""
+    from ..progress import percent, view
+
+    shown = view(job.state, job.attempt, job.progress)
+    if shown["progress"] is None and shown["data"] is None:
+        return format_html('<span class="ojs-quiet">{}</span>', "no progress reported by this attempt")
+    bar = EMPTY if shown["progress"] is None else format_html(
+        '<progress class="ojs-progress-bar" max="1" value="{}"></progress> <strong class="ojs-progress-figure">{}</strong>',
+        shown["progress"], percent(shown["progress"]),
+    )
+    rows = [("progress", bar), ("reported", shown["updated_at"] or EMPTY)]
+    if shown["data"] is not None:
+        rows.append(("data", pretty_json(shown["data"])))
+    return _table(rows)
+
+
+def progress_cell(job: Job) -> str:
+    """The list's short form: '47%' while it means something, else nothing."""
+    from ..progress import percent, view
+
+    return percent(view(job.state, job.attempt, job.progress)["progress"])
+
+
+def event_history(job: Job, now: dt.datetime, limit: int = EVENT_HISTORY_LIMIT) -> SafeString:
+    """The job's lifecycle events, oldest first: every claim (worker, attempt), failure,
+    release, recovery, cancellation -- why it ran as many times as it did.
+
+    The latest ``limit`` only, read newest first on the (job_id, seq) index.
+    """
+    rows = list(Event.objects.filter(job_id=job.id).order_by("-seq")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    rows.reverse()
+    entries = [{"event": event, "when": moment(event.time, now), "what": _event_summary(event)} for event in rows]
+    return render_to_string(
+        "admin/django_ojs/job/event_history.html",
+        {"entries": entries, "more": more, "limit": limit, "can_show_more": more and limit < EVENT_HISTORY_MAX,
+         "max": EVENT_HISTORY_MAX},
+    )
+
+
+def _event_summary(event: Event) -> str:
+    """One line of what an event says beyond its type, attempt and worker."""
+    data = event.data or {}
+    parts = []
+    error = data.get("error") or data.get("last_error")
+    if isinstance(error, dict):
+        parts.append(f"{error.get('type') or error.get('code')}: {error.get('message', '')}".strip())
+    for key, label in (
+        ("reason", "reason"), ("previous_state", "was"), ("next_retry_at", "next attempt"),
+        ("scheduled_at", "for"), ("duration_ms", "took ms"), ("progress_percent", "progress %"),
+    ):
+        if data.get(key) is not None:
+            parts.append(f"{label} {data[key]}")
+    for flag, text in (("requeued", "back in its queue"), ("activated", "activated"),
+                       ("retried_from_dead_letter", "retried from the dead letter"), ("dead_letter", "to the dead letter")):
+        if data.get(flag):
+            parts.append(text)
+    return " · ".join(parts)
+
+
 def _table(rows: list[tuple[str, object]]) -> SafeString:
     body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
     return format_html('<table class="ojs-facts">{}</table>', body)
+
+
+def uniqueness(job: Job) -> SafeString:
+    """The job's unique key, whether it holds it now, and the job it collides with."""
+    from ..core.unique import current_holder
+    from ..unique import decode_states
+
+    if not job.unique_key:
+        return format_html('<span class="ojs-quiet">{}</span>', "not a unique job")
+    holding = decode_states(job.unique_states)
+    if not holding:
+        standing = "released (its period lapsed, or a newer job replaced it)"
+    elif job.state in holding:
+        standing = f"holds the key while {', '.join(sorted(holding))}"
+    else:
+        standing = f"does not hold the key (it holds it only while {', '.join(sorted(holding))})"
+    holder = current_holder(Job.objects, job.unique_key)
+    if holder is None or holder.pk == job.pk:
+        collides = EMPTY
+    else:
+        url = reverse("admin:django_ojs_job_change", args=[quote(holder.pk)])
+        collides = format_html("{} ({})", link(url, holder.id), holder.state)
+    expires = f"{job.unique_expires_at:%Y-%m-%d %H:%M:%S} UTC" if job.unique_expires_at else "no period"
+    return format_html(
+        '<table class="ojs-facts"><tr><th>key</th><td><code>{}</code></td></tr>'
+        "<tr><th>now</th><td>{}</td></tr><tr><th>period ends</th><td>{}</td></tr>"
+        "<tr><th>held by another job</th><td>{}</td></tr><tr><th>policy</th><td>{}</td></tr></table>",
+        job.unique_key, standing, expires, collides, pretty_json(job.unique),
+    )
+
+
+def rate_limit(job: Job) -> SafeString:
+    """The job's own rate limit key and policy, linked to the key's usage."""
+    if not job.rate_key:
+        return format_html('<span class="ojs-quiet">{}</span>', "no rate limit of its own")
+    url = reverse("admin:django_ojs_ratelimitoverride_changelist") + f"?key={job.rate_key}"
+    return format_html(
+        '<table class="ojs-facts"><tr><th>key</th><td>{}</td></tr><tr><th>policy</th><td>{}</td></tr></table>',
+        link(url, job.rate_key, "usage of this key"), pretty_json(job.rate_limit),
+    )

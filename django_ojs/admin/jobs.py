@@ -10,32 +10,44 @@ only through the buttons, which are the core's moves.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.db.models.fields.json import KT
 from django.db.models.functions import Substr
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.views.decorators.cache import never_cache
 
 from ..core.clock import TxNow
+from ..errors import InvalidRequest
 from ..models import Job
+from ..search import HELP_TEXT, job_search
+from ..states import TERMINAL
 from . import job_pages
 from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator
 from .display import EMPTY, human_duration, pretty_json, state_badge
 from .filters import PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
 from .job_moves import ACTIVATE, CANCEL, DISCARD, RETRY, JobMove, moves_from
-from .search import HELP_TEXT, job_search
+from .workflows import workflow_link
 
 # Columns a list never shows and that may hold up to a megabyte each.
-BULKY_FIELDS = ("args", "meta", "result", "error", "retry", "unique", "extra", "given_times", "tags")
+BULKY_FIELDS = ("args", "meta", "result", "error", "retry", "unique", "rate_limit", "extra", "given_times", "tags")
 ERROR_PREVIEW_CHARS = 160
 
 
@@ -83,21 +95,25 @@ class JobAdminBase(ConsoleAdmin):
             {
                 "fields": [
                     "id", "type", "queue", "state_badge", "priority", "attempts", "dead_letter",
-                    "tags_list", "cron_name",
+                    "tags_list", "cron_name", "workflow",
                 ]
             },
         ),
         ("Timeline", {"fields": ["timeline"]}),
         ("Reservation", {"fields": ["reservation"]}),
+        ("Progress", {"fields": ["progress_view"]}),
         ("Arguments", {"fields": ["args_json"]}),
         ("Meta", {"fields": ["meta_json"]}),
         ("Result", {"fields": ["result_json"]}),
+        # The job's story: what happened to it, then why each attempt failed.
+        ("Events", {"fields": ["event_history"]}),
         ("Error history", {"fields": ["error_history"]}),
+        ("Unique key and rate limit", {"fields": ["uniqueness", "rate_limit"]}),
         (
             "Options",
             {
                 "classes": ["collapse"],
-                "fields": ["retry_json", "timeout", "visibility_timeout", "unique_json", "schema", "extra_json"],
+                "fields": ["retry_json", "timeout", "visibility_timeout", "schema", "extra_json"],
             },
         ),
     ]
@@ -121,7 +137,12 @@ class JobAdminBase(ConsoleAdmin):
         return super().get_queryset(request).annotate(db_now=TxNow())
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
-        condition = job_search(search_term)
+        try:
+            condition = job_search(search_term)
+        except InvalidRequest as bad:
+            # A malformed term finds nothing and says why, instead of a 500.
+            messages.error(request, bad.message)
+            return queryset.none(), False
         return (queryset.filter(condition) if condition is not None else queryset), False
 
     @admin.display(description="job")
@@ -167,6 +188,24 @@ class JobAdminBase(ConsoleAdmin):
     def reservation(self, job: Job) -> SafeString | str:
         return job_pages.reservation(job, job.db_now)
 
+    @admin.display(description="progress")
+    def progress_view(self, job: Job) -> SafeString:
+        # The live refresh (static/django_ojs/admin/progress.js) replaces this box until the job is over.
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_progress", args=[quote(job.pk)])
+        return format_html(
+            '<div class="ojs-progress" data-ojs-progress-url="{}" data-ojs-progress-live="{}">{}</div>',
+            url, "" if job.state in TERMINAL else "1", job_pages.progress(job, job.db_now),
+        )
+
+    @admin.display(description="progress")
+    def progress_cell(self, job: Job) -> str:
+        return job_pages.progress_cell(job)
+
+    @admin.display(description="events")
+    def event_history(self, job: Job) -> SafeString:
+        limit = job_pages.EVENT_HISTORY_MAX if getattr(job, "all_events", False) else job_pages.EVENT_HISTORY_LIMIT
+        return job_pages.event_history(job, job.db_now, limit)
+
     @admin.display(description="errors")
     def error_history(self, job: Job) -> SafeString:
         return job_pages.error_history(job, job.db_now)
@@ -187,20 +226,65 @@ class JobAdminBase(ConsoleAdmin):
     def retry_json(self, job: Job) -> SafeString:
         return pretty_json(job.retry)
 
-    @admin.display(description="unique")
-    def unique_json(self, job: Job) -> SafeString:
-        return pretty_json(job.unique)
+    @admin.display(description="unique key")
+    def uniqueness(self, job: Job) -> SafeString:
+        return job_pages.uniqueness(job)
+
+    @admin.display(description="rate limit")
+    def rate_limit(self, job: Job) -> SafeString:
+        return job_pages.rate_limit(job)
+
+    @admin.display(description="workflow")
+    def workflow(self, job: Job) -> SafeString | str:
+        return workflow_link(job)
 
     @admin.display(description="other attributes")
     def extra_json(self, job: Job) -> SafeString:
         return pretty_json(job.extra)
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Job | None:
+        """A job's page answers to its OJS id as well as to its row number.
+
+        The id is what logs, the API and other services know a job by, so
+        ``/admin/django_ojs/job/<uuid>/change/`` must find it; row numbers
+        are the admin's own links (the primary key keeps the list in
+        insertion order).
+        """
+        job = None
+        if from_field is None:
+            try:
+                job_id = uuid.UUID(str(object_id))
+            except ValueError:
+                job = super().get_object(request, object_id, from_field)
+            else:
+                job = self.get_queryset(request).filter(id=job_id).first()
+        else:
+            job = super().get_object(request, object_id, from_field)
+        if job is not None:
+            # ?events=all on the job's page: the event history's larger bound.
+            job.all_events = request.GET.get("events") == "all"
+        return job
 
     # -- buttons on the job's page ----------------------------------------------------
 
     def get_urls(self) -> list[Any]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_move"
         move = path("<path:object_id>/move/<str:move>/", self.admin_site.admin_view(self.move_view), name=name)
-        return [move, *super().get_urls()]
+        progress = path(
+            "<path:object_id>/progress/",
+            self.admin_site.admin_view(never_cache(self.progress_live_view)),
+            name=f"{self.opts.app_label}_{self.opts.model_name}_progress",
+        )
+        return [move, progress, *super().get_urls()]
+
+    def progress_live_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        """The job page's progress box, rendered as on the page, and whether it may still move."""
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            raise Http404("no such job")
+        html = job_pages.progress(job, job.db_now)
+        # Until it is over: a waiting job may start and report at any moment.
+        return JsonResponse({"html": str(html), "live": job.state not in TERMINAL})
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
@@ -241,7 +325,7 @@ class JobAdmin(JobAdminBase):
     list_title = "Jobs"
     job_moves = (CANCEL, ACTIVATE, RETRY, DISCARD)
     list_display = (
-        "job_id", "type", "queue", "state_now", "priority", "attempts", "age", "last_error",
+        "job_id", "type", "queue", "state_now", "progress_cell", "priority", "attempts", "age", "last_error",
     )
     list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter)
     ordering = ("-seq",)

@@ -23,7 +23,7 @@ from ..keys import SCOPES
 from ..models import ApiKey
 from .base import ConsoleAdmin
 from .display import relative
-from .outcome import Outcome, note_missing
+from .outcome import Outcome, apply_to_each
 
 SCOPE_HELP = (
     "read: listings and statistics. enqueue: push, cancel, activate. "
@@ -83,15 +83,10 @@ class ApiKeyAdmin(ConsoleAdmin):
 
     @admin.action(description="Revoke selected keys (requests with them are refused from now on)", permissions=["change"])
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet) -> None:
-        outcome = Outcome("Revoke")
-        keys = list(queryset)
-        note_missing(request, len(keys), outcome, "no longer listed")
-        for key in keys:
-            if ApiKey.objects.revoke([key.pk]):
-                outcome.done_objects.append(key)
-            else:
-                outcome.skip("already revoked")
-        outcome.send(request)
+        apply_to_each(
+            request, queryset, Outcome("Revoke"), lambda key: bool(ApiKey.objects.revoke([key.pk])),
+            skipped="already revoked", missing="no longer listed",
+        )
 
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context: dict | None = None) -> HttpResponse:
         if not self.has_add_permission(request):

@@ -100,3 +100,23 @@ def within_limit(values: list, outcome: Outcome) -> list:
     if len(values) > ACTION_LIMIT:
         outcome.not_processed = True
     return values[:ACTION_LIMIT]
+
+
+def apply_to_each(
+    request: HttpRequest, rows: Any, outcome: Outcome, act: Any, *, skipped: str, missing: str
+) -> None:
+    """Run the core operation ``act`` on each row and report.
+
+    ``act`` returns the changed object (or True for the row itself) when it
+    did something, and something falsy when there was nothing to do, which
+    is counted as skipped for ``skipped``.
+    """
+    rows = list(rows)
+    note_missing(request, len(rows), outcome, missing)
+    for row in rows:
+        changed = act(row)
+        if changed:
+            outcome.done_objects.append(row if changed is True else changed)
+        else:
+            outcome.skip(skipped)
+    outcome.send(request)

@@ -88,7 +88,8 @@ class OverviewAdmin(admin.ModelAdmin):
         worker_admin = self.admin_site._registry.get(Worker)
         if worker_admin is None or not worker_admin.has_view_permission(request):
             return None
-        workers = list(Worker.objects.annotate(db_now=Value(now)).order_by("hostname", "pid", "id")[:WORKER_ROWS])
+        live = Worker.objects.filter(declared_dead_at__isnull=True)
+        workers = list(live.annotate(db_now=Value(now)).order_by("hostname", "pid", "id")[:WORKER_ROWS])
         columns = ("worker", "hostname", "queue_list", *LIVE_FIELDS)
         labels = [label_for_field(name, Worker, worker_admin) for name in columns]
         rows = [
@@ -96,17 +97,19 @@ class OverviewAdmin(admin.ModelAdmin):
              for name in columns]
             for worker in workers
         ]
-        return {"labels": labels, "rows": rows, "total": Worker.objects.count(), "shown": len(workers)}
+        return {"labels": labels, "rows": rows, "total": live.count(), "shown": len(workers)}
 
     def _attention(self, request: HttpRequest, now: dt.datetime) -> list[dict[str, str]]:
         """Signs that something is wrong, each with where to look."""
         notes = []
-        dead = [w for w in Worker.objects.annotate(db_now=TxNow()) if is_dead(w, w.db_now)]
+        # Workers the reaper has declared dead are handled; silent ones it has not are the alarm.
+        unreaped = Worker.objects.filter(declared_dead_at__isnull=True).annotate(db_now=TxNow())
+        dead = [w for w in unreaped if is_dead(w, w.db_now)]
         if dead:
             notes.append(
                 {
                     "text": f"{len(dead)} worker(s) silent for over {ojs_settings.HEARTBEAT_TIMEOUT} s. "
-                    "The reaper removes dead workers and requeues their jobs: is ojs_reaper running?",
+                    "The reaper declares dead workers dead and requeues their jobs: is ojs_reaper running?",
                     "url": admin_changelist_url("worker"),
                 }
             )

@@ -1,4 +1,4 @@
-"""Queues: counts by state, throughput, the oldest waiting job, and pause/resume.
+"""Queues: counts by state, throughput, the oldest waiting job, limits and bound; pause/resume, configure.
 
 Each count links to the Jobs list filtered by that queue and state. The
 figures for all queues on the page come from one bounded statement plus the
@@ -9,19 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from ..core import limits
 from ..core.clock import db_now
 from ..models import Queue
+from ..ratelimit import queue_key
 from ..states import JobState
 from .base import ConsoleAdmin
 from .display import EMPTY, admin_changelist_url, human_duration, relative
 from .outcome import Outcome, note_missing
+from .queue_config import QueueConfigForm
 from .stats import THROUGHPUT_WINDOW, queue_figures
 
 _WINDOW_MINUTES = int(THROUGHPUT_WINDOW.total_seconds() // 60)
@@ -43,6 +50,7 @@ class QueueAdmin(ConsoleAdmin):
     list_display = (
         "queue_name", "status", "available", "active", "scheduled", "retryable", "pending",
         "completed", "discarded", "cancelled", "completed_rate", "failed_rate", "oldest_waiting",
+        "limits", "bound",
     )
     list_display_links = None
     list_title = "Queues"
@@ -50,13 +58,49 @@ class QueueAdmin(ConsoleAdmin):
     ordering = ("name",)
     sortable_by = ()
     list_per_page = 100
-    fields = ("name", "paused", "paused_at", "created_at")
+    fields = ("name", "paused", "paused_at", "created_at", "limits", "bound")
     readonly_fields = fields
     actions = ("pause_queues", "resume_queues")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A queue exists once a job is pushed to it.
         return False
+
+    def get_urls(self) -> list[Any]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_configure"
+        view = path("<path:name>/configure/", self.admin_site.admin_view(self.configure_view), name=name)
+        return [view, *super().get_urls()]
+
+    def configure_view(self, request: HttpRequest, name: str) -> HttpResponse:
+        """The queue's limits and bound, shown and (with the change permission) edited."""
+        queue = Queue.objects.filter(name=name).first()
+        if queue is None:
+            raise Http404("no such queue")
+        can_change = self.has_change_permission(request)
+        if request.method == "POST" and not can_change:
+            raise PermissionDenied
+        form = QueueConfigForm.for_queue(queue, request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                saved = form.save(name)
+            except forms.ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                self.log_change(request, saved, "Configuration changed in the admin")
+                messages.success(request, f"Configure {name}: done.")
+                return HttpResponseRedirect(reverse("admin:django_ojs_queue_changelist"))
+        usage = limits.inspect(queue_key(name))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Configure queue {name}",
+            "queue": queue,
+            "form": form,
+            "can_change": can_change,
+            "read_only": not can_change,
+            "usage": usage,
+        }
+        return TemplateResponse(request, "admin/django_ojs/queue/configure.html", context)
 
     def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
         changelist = super().get_changelist_instance(request)
@@ -104,6 +148,23 @@ class QueueAdmin(ConsoleAdmin):
             return EMPTY
         waited = human_duration(queue.now - at)
         return waited if queue.figures.oldest_exact else f"≥ {waited}"
+
+    @admin.display(description="limits")
+    def limits(self, queue: Queue) -> SafeString:
+        url = reverse("admin:django_ojs_queue_configure", args=[queue.name])
+        parts = []
+        if queue.concurrency is not None:
+            parts.append(f"{queue.figures.counts[JobState.ACTIVE.value]} / {queue.concurrency} active")
+        for label, window in (("rate", queue.rate_limit), ("throttle", queue.throttle)):
+            if window:
+                parts.append(f"{label} {window['limit']} per {window['period']}")
+        return format_html('<a href="{}" title="configure">{}</a>', url, "; ".join(parts) or "none")
+
+    @admin.display(description="max size")
+    def bound(self, queue: Queue) -> str:
+        if queue.max_size is None:
+            return EMPTY
+        return f"{queue.max_size:,} ({queue.overflow_policy})"
 
     # -- actions ------------------------------------------------------------------------
 

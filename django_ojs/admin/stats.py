@@ -60,17 +60,9 @@ def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]
     figures = {name: QueueFigures() for name in names}
     if not names:
         return figures
-    counts, oldest = _queue_counts_and_heads(names)
-    for (name, state), value in counts.items():
-        if value <= QUEUE_COUNT_LIMIT:
-            figures[name].counts[state] = Tally(value, True)
-        else:
-            estimate = planner_estimate(Job.objects.filter(queue=name, state=state))
-            figures[name].counts[state] = (
-                Tally(max(estimate, value), False, at_least=estimate < value)
-                if estimate is not None
-                else Tally(value, True)
-            )
+    counts, oldest = queue_depths(names)
+    for (name, state), tally in counts.items():
+        figures[name].counts[state] = tally
     for name, at in oldest.items():
         figures[name].oldest_available_at = at
         available = figures[name].counts[JobState.AVAILABLE.value]
@@ -82,6 +74,25 @@ def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]
         figures[name].completed_per_minute = per_state.get(JobState.COMPLETED.value, 0) / minutes
         figures[name].failed_per_minute = per_state.get(JobState.DISCARDED.value, 0) / minutes
     return figures
+
+
+def queue_depths(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[str, dt.datetime | None]]:
+    """Jobs per (queue, state), exact up to QUEUE_COUNT_LIMIT and estimated past it, and
+    when each queue's oldest available job was enqueued (among its head). Also what
+    the Prometheus scrape reads (``django_ojs/metrics.py``)."""
+    counts, oldest = _queue_counts_and_heads(names)
+    tallies = {}
+    for (name, state), value in counts.items():
+        if value <= QUEUE_COUNT_LIMIT:
+            tallies[(name, state)] = Tally(value, True)
+        else:
+            estimate = planner_estimate(Job.objects.filter(queue=name, state=state))
+            tallies[(name, state)] = (
+                Tally(max(estimate, value), False, at_least=estimate < value)
+                if estimate is not None
+                else Tally(value, True)
+            )
+    return tallies, oldest
 
 
 def _queue_counts_and_heads(names: list[str]) -> tuple[dict[tuple[str, str], int], dict[str, dt.datetime | None]]:
@@ -183,4 +194,4 @@ def _as_datetime(value: object) -> dt.datetime | None:
     if value is None or isinstance(value, dt.datetime):
         return value
     parsed = parse_datetime(str(value))
-    return parsed.replace(tzinfo=dt.timezone.utc) if parsed and parsed.tzinfo is None else parsed
+    return parsed.replace(tzinfo=dt.UTC) if parsed and parsed.tzinfo is None else parsed

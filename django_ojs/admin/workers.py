@@ -39,7 +39,10 @@ LIVE_FIELDS = ("reported_state", "directive_status", "active_job_link", "heartbe
 
 
 def is_dead(worker: Worker, now: dt.datetime) -> bool:
-    return now - worker.last_heartbeat_at > dt.timedelta(seconds=ojs_settings.HEARTBEAT_TIMEOUT)
+    """Declared dead by the reaper, or silent long enough to be (when no reaper runs)."""
+    return worker.declared_dead_at is not None or now - worker.last_heartbeat_at > dt.timedelta(
+        seconds=ojs_settings.HEARTBEAT_TIMEOUT
+    )
 
 
 def _terminating(worker: Worker) -> bool:
@@ -86,10 +89,16 @@ class WorkerAdmin(ConsoleAdmin):
     @admin.display(description="state reported")
     def reported_state(self, worker: Worker) -> SafeString:
         if is_dead(worker, worker.db_now):
+            verdict = (
+                f"declared dead {relative(worker.declared_dead_at, worker.db_now)}; its jobs were recovered"
+                if worker.declared_dead_at
+                else "not declared dead yet: is ojs_reaper running?"
+            )
             return format_html(
-                '<span class="ojs-worker ojs-worker-dead" title="no heartbeat for over {} s">dead</span> '
+                '<span class="ojs-worker ojs-worker-dead" title="no heartbeat for over {} s; {}">dead</span> '
                 '<span class="ojs-quiet">was {}</span>',
                 ojs_settings.HEARTBEAT_TIMEOUT,
+                verdict,
                 worker.state,
             )
         return format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)

@@ -12,10 +12,17 @@ from uuid6 import uuid7
 from ..errors import Unsupported
 from .auth import ApiKeyAuthentication, HasScope
 from .errors import exception_handler
-from .media import OJSParser, OJSRenderer, PlainJSONParser, check_string
+from .media import (
+    OJSContentNegotiation,
+    OJSParser,
+    OJSRenderer,
+    PlainJSONParser,
+    check_storable,
+    check_string,
+)
 
 OJS_VERSION = "1.0"
-_CLIENT_REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+_CLIENT_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 def new_request_id() -> str:
@@ -34,18 +41,24 @@ class OJSView(APIView):
     permission_classes = [HasScope]
     parser_classes = [OJSParser, PlainJSONParser]
     renderer_classes = [OJSRenderer]
+    content_negotiation_class = OJSContentNegotiation
     # The scope a key needs: one for the view, or one per HTTP method.
     required_scope: str | dict[str, str] = "read"
     max_body_bytes: int | None = None
 
     def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         given = request.META.get("HTTP_X_REQUEST_ID", "")
-        request.ojs_request_id = given if _CLIENT_REQUEST_ID.match(given) else new_request_id()
+        request.ojs_request_id = given if _CLIENT_REQUEST_ID.fullmatch(given) else new_request_id()
         drf_request = super().initialize_request(request, *args, **kwargs)
         drf_request.ojs_request_id = request.ojs_request_id
         return drf_request
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        # First, before credentials and long before the body: a method the view
+        # does not serve is refused without reading what the client still sends.
+        method = request.method.lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            self.http_method_not_allowed(request)
         requested = request.META.get("HTTP_OJS_VERSION")
         if requested and requested.split(".")[0].strip() != OJS_VERSION.split(".")[0]:
             raise Unsupported(
@@ -71,6 +84,10 @@ class OJSView(APIView):
         response["OJS-Version"] = OJS_VERSION
         response["X-Request-Id"] = getattr(request, "ojs_request_id", "") or new_request_id()
         return response
+
+    def admit_body(self, data: Any) -> None:
+        """Refuse a parsed body the store could not keep; the parser calls it before any view reads it."""
+        check_storable(data)
 
     def body(self) -> dict[str, Any]:
         """The request body as a JSON object (an empty body is ``{}``)."""

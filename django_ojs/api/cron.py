@@ -20,11 +20,11 @@ from ..models import CronJob
 from .base import OJSView
 from .pagination import page_of
 
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9\-\.]*$")  # ojs-cron §2.2
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9\-\.]*")  # ojs-cron §2.2, with fullmatch()
 
 
 def validate_cron_name(value: Any, where: str = "name") -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value) or len(value) > 255:
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or len(value) > 255:
         raise InvalidRequest(
             f"{where} must be lowercase letters, digits, '-' and '.', starting with a letter or digit "
             "(at most 255 characters)",

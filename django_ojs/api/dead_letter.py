@@ -7,11 +7,14 @@ true`` lists only those (README, "Decisions").
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db.models import Prefetch
 from rest_framework.response import Response
 
+from ..conf import ojs_settings
+from ..durations import format_duration, format_timestamp
 from ..envelope import parse_job_ref, render_job, validate_queue_name
 from ..errors import InvalidRequest
 from ..models import Job, JobError
@@ -44,6 +47,29 @@ class DeadLetterListView(OJSView):
             {
                 "jobs": [render_job(job, errors=job.errors.all()) for job in rows],
                 "pagination": page.meta(has_more, total),
+            }
+        )
+
+
+class DeadLetterStatsView(OJSView):
+    """ojs-dead-letter §10.1."""
+
+    def get(self, request: Any) -> Response:
+        stats = Job.objects.dead_letter_stats()
+        retention = ojs_settings.RETENTION
+        return Response(
+            {
+                "total": stats["total"],
+                "dead_letter": stats["dead_letter"],
+                "by_queue": stats["by_queue"],
+                "by_error_type": stats["by_error_type"],
+                "oldest_at": format_timestamp(stats["oldest"]),
+                "newest_at": format_timestamp(stats["newest"]),
+                "retention": {
+                    "max_age": format_duration(dt.timedelta(seconds=retention["dead_letter"])),
+                    "max_count": retention["dead_letter_max_count"],
+                    "discarded_max_age": format_duration(dt.timedelta(seconds=retention["discarded"])),
+                },
             }
         )
 

@@ -2,8 +2,12 @@
 
 ``{"error": {code, message, retryable, details, request_id, hint, docs_url}}``
 with the status the binding gives the code. Unexpected exceptions become a
-logged 500 ``backend_error`` (503 when the database is unreachable), never a
-bare HTML page.
+logged 500 ``backend_error``, never a bare HTML page.
+
+An unreachable database is a 503 ``backend_unavailable`` with ``Retry-After``
+(ojs-errors §5.1), also when it is the API key's lookup that failed. It is
+logged once when the outage starts and once when a connection opens again
+(``OutageWatch``), not with a traceback per request.
 """
 
 from __future__ import annotations
@@ -11,15 +15,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import DatabaseError
+from django.db.backends.signals import connection_created
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..errors import OJSError
+from ..outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.api")
+
+# Seconds a client is asked to wait when the database is unreachable: about
+# what a restart or a failover takes.
+RETRY_AFTER = 5
+database_outage = OutageWatch("api", logger, meanwhile="answering 503 until it is back")
 
 STATUS = {
     "invalid_request": 400,
@@ -36,6 +48,7 @@ STATUS = {
     "queue_paused": 422,
     "unsupported": 422,
     "rate_limited": 429,
+    "queue_full": 429,
     "backend_error": 500,
     "backend_unavailable": 503,
 }
@@ -47,7 +60,8 @@ HINTS = {
     "forbidden": "Use an API key with the scope named in details.required_scope.",
     "not_found": "Check the id or name; finished jobs are pruned after their retention period.",
     "conflict": "details.current_state says what the job is now; fetch it again before retrying.",
-    "duplicate": "A job with this id already exists; details.existing_job_id names it.",
+    "duplicate": "A job with this id or unique key already exists; details.existing_job_id names it.",
+    "queue_full": "The queue is at its max_size; retry after Retry-After seconds or raise the bound.",
     "payload_too_large": "Keep envelopes small: pass references to data, not the data itself.",
     "validation_error": "Fix the policy field named in the message.",
     "backend_error": "Retry later; the server logged the cause under this request_id.",
@@ -101,6 +115,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, OJSError):
         code, message, details, hint, retryable = exc.code, exc.message, exc.details, exc.hint, exc.retryable
+        if getattr(exc, "retry_after", None) is not None:
+            headers["Retry-After"] = str(exc.retry_after)
     elif isinstance(exc, Http404):
         code, message, details, hint, retryable = "not_found", "not found", {}, None, False
     elif isinstance(exc, drf.APIException):
@@ -108,10 +124,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         hint, retryable = None, code == "rate_limited"
         if code == "unauthenticated":
             headers["WWW-Authenticate"] = 'Bearer realm="ojs"'
-    elif isinstance(exc, (OperationalError, InterfaceError)):
-        logger.exception("database unavailable (request %s)", request_id)
+    elif isinstance(exc, SuspiciousOperation):
+        # Django's own limits on a request, e.g. more query parameters than
+        # DATA_UPLOAD_MAX_NUMBER_FIELDS (TooManyFieldsSent): the client's fault.
+        code = "payload_too_large" if isinstance(exc, RequestDataTooBig) else "invalid_request"
+        message, details, hint, retryable = str(exc), {}, None, False
+    elif database_outage.failed(exc):
         code, message, details, hint, retryable = (
-            "backend_unavailable", "the database is unavailable", {}, None, True)
+            "backend_unavailable", "the database is unavailable", {"retry_after_seconds": RETRY_AFTER}, None, True)
+        headers["Retry-After"] = str(RETRY_AFTER)
     else:
         logger.error("unexpected error (request %s)", request_id, exc_info=exc)
         message = (
@@ -134,3 +155,10 @@ def json_error(code: str, message: str, status: int) -> JsonResponse:
     response["OJS-Version"] = OJS_VERSION
     response["X-Request-Id"] = request_id
     return response
+
+
+def _database_reachable(sender: Any, **kwargs: Any) -> None:
+    database_outage.succeeded()
+
+
+connection_created.connect(_database_reachable, dispatch_uid="django_ojs.api.outage")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
-from ..envelope import parse_batch, parse_job, parse_job_ref, render_job
+from ..envelope import check_batch_size, parse_batch, parse_job, parse_job_ref, render_job
+from ..errors import OJSError
 from ..models import Job
 from ..retry import parse_policy
+from ..tracing import traced_push
 from .base import OJSView
+from .media import check_storable
 
 
 def default_retry():
@@ -21,6 +23,20 @@ def default_retry():
 
 def job_location(job: Job) -> str:
     return f"/ojs/v1/jobs/{job.id}"
+
+
+def render_pushed(job: Job) -> dict[str, Any]:
+    """A PUSH reply's entry: the job, and what unique jobs did (ignore, replace)."""
+    rendered = render_job(job)
+    body: dict[str, Any] = {"job": rendered}
+    if getattr(job, "deduplicated", False):
+        rendered["deduplicated"] = True
+        body["deduplicated"] = True
+    replaced = getattr(job, "replaced_job_id", None)
+    if replaced is not None:
+        rendered["replaced_job_id"] = str(replaced)
+        body["replaced_job_id"] = str(replaced)
+    return body
 
 
 class PushView(OJSView):
@@ -34,8 +50,11 @@ class PushView(OJSView):
             max_bytes=ojs_settings.MAX_ENVELOPE_BYTES,
             size=getattr(self, "body_size", None),
         )
-        job = Job.objects.push(spec)
-        return Response({"job": render_job(job)}, status=201, headers={"Location": job_location(job)})
+        job = traced_push([spec], lambda: [Job.objects.push(spec)])[0]
+        body = render_pushed(job)
+        # ojs-unique-jobs §5.4: 200, not 201, when an existing job stands for this one.
+        status = 200 if body.get("deduplicated") else 201
+        return Response(body, status=status, headers={"Location": job_location(job)})
 
 
 class BatchView(OJSView):
@@ -45,24 +64,43 @@ class BatchView(OJSView):
     def max_body_bytes(self) -> int:
         return ojs_settings.MAX_BATCH_BYTES
 
+    def admit_body(self, data: Any) -> None:
+        """The cheap refusals first: the job count, then each job's size, measured as it is checked.
+
+        A body of up to MAX_BATCH_BYTES can hold millions of elements; no
+        job's walk goes past MAX_ENVELOPE_BYTES of it.
+        """
+        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if not isinstance(jobs, list):
+            super().admit_body(data)  # parse_batch names the shape's fault
+            return
+        check_batch_size(jobs, ojs_settings.MAX_BATCH_SIZE)
+        for index, job in enumerate(jobs):
+            try:
+                # As sent: UTF-8, not \uXXXX escapes, which triple non-ASCII text.
+                check_storable(job, where=f"jobs[{index}]", max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
+            except OJSError as exc:
+                exc.details.setdefault("index", index)
+                raise
+        super().admit_body({key: value for key, value in data.items() if key != "jobs"})
+
     def post(self, request: Any) -> Response:
-        body = self.body()
-        envelope_limit = ojs_settings.MAX_ENVELOPE_BYTES
-        sizes = None
-        # Only a body larger than one envelope can hold an oversized job.
-        if getattr(self, "body_size", 0) > envelope_limit and isinstance(body.get("jobs"), list):
-            # As sent: UTF-8, not \uXXXX escapes, which triple non-ASCII text.
-            sizes = [len(json.dumps(job, separators=(",", ":"), ensure_ascii=False).encode()) for job in body["jobs"]]
         specs = parse_batch(
-            body,
+            self.body(),
             max_jobs=ojs_settings.MAX_BATCH_SIZE,
-            max_bytes=envelope_limit,
-            sizes=sizes,
             default_queue=ojs_settings.DEFAULT_QUEUE,
             default_retry=default_retry(),
         )
-        jobs = Job.objects.push_many(specs)
-        return Response({"jobs": [render_job(job) for job in jobs], "count": len(jobs)}, status=201)
+        jobs = traced_push(specs, lambda: Job.objects.push_many(specs))
+        entries = [render_pushed(job) for job in jobs]
+        return Response(
+            {
+                "jobs": [entry["job"] for entry in entries],
+                "count": len(jobs),
+                "deduplicated": sum(1 for entry in entries if entry.get("deduplicated")),
+            },
+            status=201,
+        )
 
 
 class JobView(OJSView):
@@ -98,3 +136,45 @@ def _get_job(job_id: str) -> Job:
     if job is None:
         raise NotFound(f"job {job_id} not found", details={"resource_type": "job", "resource_id": job_id})
     return job
+
+
+class ProgressView(OJSView):
+    """ojs-progress §7.1 and §6.1: read a job's progress; report it (as a heartbeat).
+
+    PUT acts on a lease when the body names one (``attempt``, ``worker_id``);
+    a report for a job that is not active, or for an attempt that no longer
+    holds it, is ignored (``"accepted": false``), never an error (§6.1).
+    """
+
+    required_scope = {"GET": "read", "PUT": "worker"}
+
+    def get(self, request: Any, job_id: str) -> Response:
+        return _progress_response(_get_job(job_id))
+
+    def put(self, request: Any, job_id: str) -> Response:
+        from ..core.progress import report_progress
+        from ..errors import InvalidRequest
+        from ..progress import parse
+
+        body = request.data
+        report = parse(body)
+        attempt = body.get("attempt")
+        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
+            raise InvalidRequest("attempt must be a positive integer", field="attempt")
+        worker_id = body.get("worker_id")
+        if worker_id is not None and (not isinstance(worker_id, str) or not 0 < len(worker_id) <= 255):
+            raise InvalidRequest("worker_id must be a non-empty string", field="worker_id")
+        job = _get_job(job_id)
+        accepted = report_progress(job.id, report, attempt=attempt, worker_id=worker_id)
+        return _progress_response(Job.objects.get(seq=job.seq), accepted=accepted)
+
+
+def _progress_response(job: Job, **extra: Any) -> Response:
+    from ..progress import view
+
+    shown = view(job.state, job.attempt, job.progress)
+    response = Response({"job_id": str(job.id), "state": job.state, **shown, **extra})
+    response["Cache-Control"] = "no-cache"
+    if shown["progress"] is not None:
+        response["X-OJS-Progress"] = str(shown["progress"])
+    return response

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
+from json.encoder import encode_basestring
 from typing import Any
 
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
@@ -42,6 +45,19 @@ class OJSRenderer(BaseRenderer):
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
+class OJSContentNegotiation(DefaultContentNegotiation):
+    """One representation, whatever the request's Accept (ojs-http-binding §4.3).
+
+    The binding has a single media type, so there is nothing to negotiate: DRF's
+    406 (and its ``?format=`` override) would refuse clients that send
+    ``Accept: application/json`` or ``text/html``. Bodies are still parsed by
+    their Content-Type.
+    """
+
+    def select_renderer(self, request: Any, renderers: list, format_suffix: str | None = None) -> tuple:
+        return renderers[0], renderers[0].media_type
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -71,33 +87,95 @@ class OJSParser(BaseParser):
             raise InvalidPayload(f"the request body is not valid JSON: {exc}") from None
         except RecursionError:
             raise InvalidPayload(f"the request body is nested deeper than {MAX_BODY_DEPTH} levels") from None
-        check_storable(data)
+        # The view may check cheaper things first (a batch: its job count).
+        getattr(view, "admit_body", check_storable)(data)
         return data
 
 
-def check_storable(data: Any) -> None:
+def check_storable(data: Any, *, where: str = "", max_bytes: int | None = None) -> None:
     """Refuse JSON no store can keep or render back: it would fail later, as a 500.
 
     Nesting beyond MAX_BODY_DEPTH, numbers that overflow to infinity
-    (``1e999``), NUL characters and unpaired surrogates, in values or keys.
-    Walks iteratively, so the depth of the body costs no stack.
+    (``1e999``), NUL characters and unpaired surrogates, in values or keys;
+    with ``max_bytes``, a value whose compact UTF-8 encoding is larger (the
+    walk stops as soon as it is). One iterator per level of nesting and no
+    copy of anything: a body of millions of elements costs a few frames of
+    memory, and the path of a bad value is spelt only when it is refused.
     """
-    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > MAX_BODY_DEPTH:
-            raise InvalidPayload(f"the request body is nested deeper than {MAX_BODY_DEPTH} levels")
+    size = 0
+    # One frame per open container: its items, whether they are (key, value)
+    # pairs, and [the key or index of the item being checked].
+    frames: list[tuple[Iterator[Any], bool, list[Any]]] = []
+    value = data
+    while True:
         if isinstance(value, str):
-            check_string(value, where)
+            if _UNSTORABLE.search(value):
+                check_string(value, _path(where, frames))
+            if max_bytes is not None:
+                size += _encoded_size(value, max_bytes - size)
+        elif isinstance(value, (dict, list)):
+            if len(frames) >= MAX_BODY_DEPTH:
+                raise InvalidPayload(f"the request body is nested deeper than {MAX_BODY_DEPTH} levels")
+            size += 1 + max(len(value), 1)  # brackets and commas
+            is_dict = isinstance(value, dict)
+            frames.append((iter(value.items() if is_dict else value), is_dict, [None]))
         elif isinstance(value, float) and not math.isfinite(value):
-            raise InvalidRequest(f"{where or 'the body'} is a number too large to represent", field=where or None)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                path = f"{where}.{key}" if where else key
-                check_string(key, path)
-                stack.append((item, path, depth + 1))
-        elif isinstance(value, list):
-            stack.extend((item, f"{where}[{index}]", depth + 1) for index, item in enumerate(value))
+            at = _path(where, frames)
+            raise InvalidRequest(f"{at or 'the body'} is a number too large to represent", field=at or None)
+        elif max_bytes is not None:
+            size += len(_SCALARS[value]) if value is None or isinstance(value, bool) else len(repr(value))
+        if max_bytes is not None and size > max_bytes:
+            raise PayloadTooLarge(
+                f"{where or 'the job'} is larger than {max_bytes} bytes",
+                details={"max_size": max_bytes},
+            )
+        # The next value: the next item of the innermost container not yet exhausted.
+        while frames:
+            items, is_dict, position = frames[-1]
+            item = next(items, _END)
+            if item is _END:
+                frames.pop()
+                continue
+            if is_dict:
+                key, value = item
+                position[0] = key
+                if _UNSTORABLE.search(key):
+                    check_string(key, _path(where, frames))
+                if max_bytes is not None:
+                    size += _encoded_size(key, max_bytes - size) + 1  # and the colon
+            else:
+                value = item
+                position[0] = 0 if position[0] is None else position[0] + 1
+            break
+        else:
+            return
+
+
+_END = object()
+_SCALARS = {None: "null", True: "true", False: "false"}
+
+
+def _encoded_size(text: str, budget: int) -> int:
+    """Bytes of a string in compact JSON, as sent: quoted, escaped, UTF-8.
+
+    A string longer than the budget is over it without being encoded (a
+    character is at least a byte): its length is enough of an answer.
+    """
+    if len(text) + 2 > budget:
+        return len(text) + 2
+    encoded = encode_basestring(text)
+    return len(encoded) if encoded.isascii() else len(encoded.encode("utf-8"))
+
+
+def _path(where: str, frames: list[tuple[Iterator[Any], bool, list[Any]]]) -> str:
+    """Where the value being checked sits, as ``jobs[3].args[0].name``."""
+    path = where
+    for _, is_dict, (step,) in frames:
+        if is_dict:
+            path = f"{path}.{step}" if path else step
+        else:
+            path += f"[{step}]"
+    return path
 
 
 def check_string(value: str, where: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,12 @@ from ..conf import ojs_settings
 from ..errors import InvalidRequest
 
 MAX_OFFSET = 10**9
+# Our cursors are ~24 characters; anything much longer was not issued here,
+# and decoding it costs work (and JSON nested deep enough overflows the stack).
+MAX_CURSOR_LENGTH = 64
+# Long enough for any out-of-range value to get its range message; int() of
+# thousands of digits raises ValueError.
+_INTEGER = re.compile(r"-?[0-9]{1,30}")
 
 
 @dataclass(frozen=True)
@@ -34,13 +41,10 @@ class Page:
 
 
 def page_of(params: Mapping[str, str]) -> Page:
-    limit = _int_param(params, "limit", ojs_settings.PAGE_SIZE)
+    limit = int_param(params, "limit", ojs_settings.PAGE_SIZE)
     if not 1 <= limit <= ojs_settings.MAX_PAGE_SIZE:
         raise InvalidRequest(f"limit must be from 1 to {ojs_settings.MAX_PAGE_SIZE}", field="limit")
-    if params.get("cursor"):
-        offset = decode_cursor(params["cursor"])
-    else:
-        offset = _int_param(params, "offset", 0)
+    offset = decode_cursor(params["cursor"]) if params.get("cursor") else int_param(params, "offset", 0)
     if offset < 0:
         raise InvalidRequest("offset must not be negative", field="offset")
     if offset > MAX_OFFSET:
@@ -54,21 +58,24 @@ def encode_cursor(offset: int) -> str:
 
 
 def decode_cursor(cursor: str) -> int:
+    refused = InvalidRequest("cursor is not one this server issued", field="cursor")
+    if len(cursor) > MAX_CURSOR_LENGTH:
+        raise refused
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         offset = json.loads(base64.urlsafe_b64decode(padded.encode()))["o"]
-    except (ValueError, KeyError, TypeError):
-        raise InvalidRequest("cursor is not one this server issued", field="cursor") from None
-    if not isinstance(offset, int) or offset < 0:
-        raise InvalidRequest("cursor is not one this server issued", field="cursor")
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise refused from None
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise refused
     return offset
 
 
-def _int_param(params: Mapping[str, str], name: str, default: int) -> int:
+def int_param(params: Mapping[str, str], name: str, default: int) -> int:
+    """An integer query parameter in ASCII digits (int() would also take " 5\n", "1_0", "٣")."""
     raw = params.get(name)
     if raw in (None, ""):
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be an integer", field=name) from None
+    if not _INTEGER.fullmatch(raw):
+        raise InvalidRequest(f"{name} must be an integer", field=name)
+    return int(raw)

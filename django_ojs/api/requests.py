@@ -12,16 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.outcome import Lease
+from ..core.workers import HeldJob, WorkerInfo
 from ..durations import parse_timestamp
 from ..envelope import parse_job_ref, validate_queue_name
 from ..errors import InvalidRequest
 from ..failure import Failure, parse_failure
 from ..states import WorkerState
-from ..core.outcome import Lease
-from ..core.workers import WorkerInfo
 
 MAX_WORKER_ID = 255
 MAX_ACTIVE_JOBS = 10_000
+# A FETCH names at most this many queues (it costs one index probe each).
+MAX_FETCH_QUEUES = 1_000
 MAX_VISIBILITY_MS = 365 * 86400 * 1000
 # Worker.pid and Worker.concurrency are 32-bit columns on PostgreSQL.
 MAX_STORED_INT = 2**31 - 1
@@ -48,7 +50,7 @@ class Completion:
 class Heartbeat:
     worker_id: str
     state: WorkerState | None
-    active_job_ids: list[str]
+    held: list[HeldJob]
     visibility_timeout: dt.timedelta | None
     info: WorkerInfo
 
@@ -59,6 +61,8 @@ def parse_fetch(body: Mapping[str, Any], *, max_count: int) -> FetchRequest:
         queues = [queues]
     if not isinstance(queues, list) or not queues:
         raise InvalidRequest("queues must be a non-empty array of queue names", field="queues")
+    if len(queues) > MAX_FETCH_QUEUES:
+        raise InvalidRequest(f"at most {MAX_FETCH_QUEUES} queues per FETCH", field="queues")
     names = [validate_queue_name(name, f"queues[{index}]") for index, name in enumerate(queues)]
     count = body.get("count", 1)
     if not _is_int(count) or not 1 <= count <= max_count:
@@ -92,26 +96,37 @@ def parse_heartbeat(body: Mapping[str, Any]) -> Heartbeat:
     if state is not None and (not isinstance(state, str) or state not in WorkerState._value2member_map_):
         raise InvalidRequest("state must be 'running', 'quiet' or 'terminate'", field="state")
     # The binding's `active_jobs` is an array of ids; the worker protocol's
-    # is a count beside `active_job_ids` (README, "Wire compatibility").
-    ids: list[Any] = []
+    # is a count beside `active_job_ids` (README, "Wire compatibility"). An
+    # entry may also name the attempt it holds: {"job_id": ..., "attempt": n}.
+    entries: list[Any] = []
     for name in ("active_job_ids", "active_jobs"):
         value = body.get(name)
         if isinstance(value, list):
-            ids.extend(value)
+            entries.extend(value)
         elif value is not None and not (name == "active_jobs" and _is_int(value)):
             raise InvalidRequest(f"{name} must be an array of job ids", field=name)
     if body.get("job_id") is not None:
-        ids.append(body["job_id"])
-    if len(ids) > MAX_ACTIVE_JOBS:
+        entries.append(body["job_id"])
+    if len(entries) > MAX_ACTIVE_JOBS:
         raise InvalidRequest(f"at most {MAX_ACTIVE_JOBS} active job ids per heartbeat", field="active_jobs")
-    checked = [str(parse_job_ref(job_id, f"active_jobs[{index}]")) for index, job_id in enumerate(ids)]
+    held = [_held_job(entry, f"active_jobs[{index}]") for index, entry in enumerate(entries)]
     return Heartbeat(
         worker_id=worker_id(body.get("worker_id"), required=True),
         state=WorkerState(state) if state else None,
-        active_job_ids=list(dict.fromkeys(checked)),
+        held=list(dict.fromkeys(held)),
         visibility_timeout=visibility(body),
         info=parse_worker_info(body),
     )
+
+
+def _held_job(entry: Any, where: str) -> HeldJob:
+    """A heartbeat's job: an id, or ``{"job_id"|"id": ..., "attempt": n}``."""
+    if not isinstance(entry, Mapping):
+        return HeldJob(str(parse_job_ref(entry, where)))
+    attempt = entry.get("attempt")
+    if attempt is not None and (not _is_int(attempt) or attempt < 1):
+        raise InvalidRequest("attempt must be a positive integer", field=f"{where}.attempt")
+    return HeldJob(str(parse_job_ref(entry.get("job_id", entry.get("id")), f"{where}.job_id")), attempt)
 
 
 def parse_worker_info(body: Mapping[str, Any]) -> WorkerInfo:

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from django.db import connection
+from django.http import HttpResponse
 from rest_framework.response import Response
 
 from .. import __version__
@@ -13,7 +14,10 @@ from ..conf import ojs_settings
 from ..durations import format_timestamp
 from ..errors import InvalidRequest, NotFound
 from ..models import Event
+from ..workflows import MAX_DEPTH
 from .base import OJS_VERSION, OJSView
+from .errors import RETRY_AFTER, database_outage
+from .pagination import int_param
 
 STARTED = time.monotonic()
 BACKENDS = {"postgresql": "postgres", "sqlite": "sqlite"}
@@ -33,9 +37,10 @@ class HealthView(OJSView):
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")
-            backend.update(status="connected", latency_ms=round((time.perf_counter() - began) * 1000, 2))
+            backend.update(status="connected", latency_ms=round((time.perf_counter() - began) * 1000))
             status, code = "ok", 200
         except Exception as exc:  # any database failure means "not ready"
+            database_outage.failed(exc)
             backend.update(status="disconnected", error=type(exc).__name__)
             status, code = "degraded", 503
         body = {
@@ -44,7 +49,27 @@ class HealthView(OJSView):
             "uptime_seconds": int(time.monotonic() - STARTED),
             "backend": backend,
         }
-        return Response(body, status=code)
+        headers = {"Retry-After": str(RETRY_AFTER)} if code == 503 else None
+        return Response(body, status=code, headers=headers)
+
+
+UNIQUE_MECHANISM = {
+    "postgresql": "partial unique index on the job's unique key over the states it holds it in",
+    "sqlite": "partial unique index on the job's unique key (writers serialised)",
+}
+
+
+# Which conformance levels (ojs-conformance §2) this server implements in full.
+LEVELS_IMPLEMENTED = {0: True, 1: True, 2: True, 3: True, 4: True}
+
+
+def conformance_level() -> int:
+    """The highest level whose levels below are all implemented: each level
+    presumes the ones before it (§2.5: level 4 needs 0-3)."""
+    level = -1
+    while LEVELS_IMPLEMENTED.get(level + 1):
+        level += 1
+    return level
 
 
 class ManifestView(OJSView):
@@ -65,7 +90,7 @@ class ManifestView(OJSView):
                     "language": "python",
                     "homepage": "https://github.com/django-ojs/django-ojs",
                 },
-                "conformance_level": 2,
+                "conformance_level": conformance_level(),
                 "conformance_tier": "scheduled",
                 "protocols": ["http"],
                 "backend": BACKENDS.get(connection.vendor, connection.vendor),
@@ -78,10 +103,23 @@ class ManifestView(OJSView):
                     "priority_queues": True,
                     "pause_resume": True,
                     "events": bool(ojs_settings.EVENTS),
-                    "rate_limiting": False,
+                    "rate_limiting": {
+                        "scope": ["job_key", "queue"],
+                        "strategies": ["concurrency", "rate", "throttle"],
+                        "window": "sliding",
+                        "on_limit": ["wait", "reschedule", "drop"],
+                        "enforcement": "at FETCH, under a per-key database lock, from job rows and a start log",
+                    },
                     "schema_validation": False,
-                    "unique_jobs": False,
-                    "workflows": False,
+                    "unique_jobs": {
+                        "strength": "strong",
+                        "mechanism": UNIQUE_MECHANISM.get(connection.vendor, "partial unique index"),
+                        "on_conflict": ["reject", "replace", "replace_except_schedule", "ignore"],
+                    },
+                    "bounded_queues": True,
+                    "workflows": True,
+                    "workflow_primitives": ["chain", "group", "batch", "dag"],
+                    "workflow_max_nesting_depth": MAX_DEPTH,
                 },
                 "extensions": ["dead-letter", "graceful-shutdown", "worker-registration"],
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},
@@ -124,10 +162,7 @@ class EventListView(OJSView):
                 events = events.filter(**{f"{column}__in": params[name].split(",")})
         if params.get("types"):
             events = events.filter(_type_filter(params["types"].split(",")))
-        try:
-            limit = int(params.get("limit", 100))
-        except ValueError:
-            raise InvalidRequest("limit must be an integer", field="limit") from None
+        limit = int_param(params, "limit", 100)
         if not 1 <= limit <= MAX_EVENTS:
             raise InvalidRequest(f"limit must be from 1 to {MAX_EVENTS}", field="limit")
         rows = list(events[: limit + 1])
@@ -163,3 +198,20 @@ class ResetView(OJSView):
 
         reset_store()
         return Response({"reset": True})
+
+
+class MetricsView(OJSView):
+    """Prometheus exposition (README "Observability"): any key may scrape it, as any may read."""
+
+    required_scope = "read"
+
+    def get(self, request: Any) -> HttpResponse:
+        if not ojs_settings.METRICS:
+            raise NotFound('metrics are off: set OJS["METRICS"] = True (and install django-ojs[prometheus])')
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        from ..metrics import exposition
+
+        response = HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+        response["Cache-Control"] = "no-cache"
+        return response

@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from . import cron, dead_letter, jobs, queues, system, workers
+from . import cron, dead_letter, jobs, queues, rate_limits, system, workers, workflows
 from .errors import json_error
 
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("v1/jobs/batch", jobs.BatchView.as_view()),
     path("v1/jobs/<str:job_id>", jobs.JobView.as_view()),
     path("v1/jobs/<str:job_id>/activate", jobs.ActivateView.as_view()),
+    path("v1/jobs/<str:job_id>/progress", jobs.ProgressView.as_view()),
     path("v1/workers/fetch", workers.FetchView.as_view()),
     path("v1/workers/ack", workers.AckView.as_view()),
     path("v1/workers/nack", workers.NackView.as_view()),
@@ -26,15 +27,24 @@ urlpatterns = [
     path("v1/workers/register", workers.RegisterView.as_view()),
     path("v1/workers/deregister", workers.DeregisterView.as_view()),
     path("v1/queues", queues.QueueListView.as_view()),
+    path("v1/queues/<str:name>", queues.QueueView.as_view()),
+    path("v1/queues/<str:name>/config", queues.QueueConfigView.as_view()),
     path("v1/queues/<str:name>/stats", queues.QueueStatsView.as_view()),
     path("v1/queues/<str:name>/pause", queues.QueuePauseView.as_view()),
     path("v1/queues/<str:name>/resume", queues.QueueResumeView.as_view()),
     path("v1/dead-letter", dead_letter.DeadLetterListView.as_view()),
+    path("v1/dead-letter/stats", dead_letter.DeadLetterStatsView.as_view()),
     path("v1/dead-letter/<str:job_id>", dead_letter.DeadLetterJobView.as_view()),
     path("v1/dead-letter/<str:job_id>/retry", dead_letter.DeadLetterRetryView.as_view()),
+    path("v1/rate-limits", rate_limits.RateLimitListView.as_view()),
+    path("v1/rate-limits/<str:key>", rate_limits.RateLimitView.as_view()),
     path("v1/cron", cron.CronListView.as_view()),
     path("v1/cron/<str:name>", cron.CronView.as_view()),
+    path("v1/workflows", workflows.WorkflowCreateView.as_view()),
+    path("v1/workflows/<str:workflow_id>", workflows.WorkflowView.as_view()),
     path("v1/events", system.EventListView.as_view()),
+    path("v1/metrics", system.MetricsView.as_view()),
     path("v1/_test/reset", system.ResetView.as_view()),
-    re_path(r"^.*$", unknown_endpoint),
+    # Every other path, newlines and odd bytes included ("^.*$" misses "\n").
+    re_path(r"", unknown_endpoint),
 ]

@@ -12,11 +12,13 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
+from ..core.limits import LimitReport
 from ..durations import format_timestamp
 from ..envelope import render_job
 from ..models import Job, Worker
 from ..states import JobState, WorkerState
 from .base import OJSView
+from .rate_limits import limit_headers
 from .requests import parse_ack, parse_fetch, parse_heartbeat, parse_nack, parse_worker_info, worker_id
 
 
@@ -25,17 +27,19 @@ class FetchView(OJSView):
 
     def post(self, request: Any) -> Response:
         fetch = parse_fetch(self.body(), max_count=ojs_settings.MAX_FETCH_COUNT)
+        report = LimitReport()
         jobs = Job.objects.fetch(
             fetch.queues,
             count=fetch.count,
             worker_id=fetch.worker_id,
             visibility_timeout=fetch.visibility_timeout,
+            limit_report=report,
         )
         rendered = [render_job(job) for job in jobs]
         body: dict[str, Any] = {"jobs": rendered}
         if rendered:
             body["job"] = rendered[0]
-        return Response(body)
+        return Response(body, headers=limit_headers(report))
 
 
 class AckView(OJSView):
@@ -87,7 +91,7 @@ class HeartbeatView(OJSView):
         reply = Worker.objects.beat(
             beat.worker_id,
             state=beat.state,
-            active_job_ids=beat.active_job_ids,
+            held=beat.held,
             visibility_timeout=beat.visibility_timeout,
             info=beat.info,
         )
@@ -96,9 +100,10 @@ class HeartbeatView(OJSView):
                 "state": reply.directive,
                 # openapi's `directive`: empty while the worker should keep running.
                 "directive": "" if reply.directive == WorkerState.RUNNING else reply.directive,
-                "jobs_extended": reply.jobs_extended,
-                "jobs_cancelled": reply.jobs_cancelled,
-                "jobs_lost": reply.jobs_lost,
+                # Ids, each meaning the attempt the request named for it.
+                "jobs_extended": [held.job_id for held in reply.jobs_extended],
+                "jobs_cancelled": [held.job_id for held in reply.jobs_cancelled],
+                "jobs_lost": [held.job_id for held in reply.jobs_lost],
                 "server_time": format_timestamp(reply.server_time),
                 "heartbeat_interval": ojs_settings.HEARTBEAT_INTERVAL,
                 "heartbeat_timeout": ojs_settings.HEARTBEAT_TIMEOUT,

@@ -1,0 +1,106 @@
+"""Cron: the schedules, when each fires next and fired last, its overlap policy, and
+enable / disable / fire now. Every action goes through the core (``CronJob.objects``)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from ..models import CronJob
+from .base import ConsoleAdmin
+from .display import EMPTY, admin_changelist_url, pretty_json, relative
+from .outcome import Outcome, apply_to_each
+
+OVERLAP_HELP = {
+    "skip": "skip a run while the previous one is unfinished",
+    "allow": "run even if the previous one is unfinished",
+    "cancel_previous": "cancel the unfinished previous run first",
+}
+
+
+@admin.register(CronJob)
+class CronJobAdmin(ConsoleAdmin):
+    list_display = ("name", "schedule", "status", "next_fire", "last_fire", "overlap", "runs", "last_job")
+    list_filter = ("enabled", "overlap_policy")
+    list_title = "Cron schedules"
+    search_fields = ("name",)
+    ordering = ("name",)
+    fields = (
+        "name", "schedule", "status", "overlap", "next_fire", "last_fire", "runs", "last_job", "description", "template",
+    )
+    readonly_fields = fields
+    actions = ("enable_schedules", "disable_schedules", "fire_now")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Schedules are registered by code or over the API (POST /ojs/v1/cron).
+        return False
+
+    @admin.display(description="schedule")
+    def schedule(self, cron: CronJob) -> SafeString:
+        return format_html("<code>{}</code> {}", cron.expression, cron.timezone)
+
+    @admin.display(description="status", ordering="enabled")
+    def status(self, cron: CronJob) -> SafeString:
+        if cron.enabled:
+            return format_html('<span class="ojs-running">{}</span>', "enabled")
+        return format_html('<span class="ojs-paused">{}</span>', "disabled")
+
+    @admin.display(description="next fire", ordering="next_run_at")
+    def next_fire(self, cron: CronJob) -> str:
+        if not cron.enabled or cron.next_run_at is None:
+            return EMPTY
+        return f"{cron.next_run_at:%Y-%m-%d %H:%M:%S} UTC ({relative(cron.next_run_at, timezone.now())})"
+
+    @admin.display(description="last fire", ordering="last_run_at")
+    def last_fire(self, cron: CronJob) -> str:
+        if cron.last_run_at is None:
+            return "never"
+        return f"{cron.last_run_at:%Y-%m-%d %H:%M:%S} UTC ({relative(cron.last_run_at, timezone.now())})"
+
+    @admin.display(description="overlap policy", ordering="overlap_policy")
+    def overlap(self, cron: CronJob) -> SafeString:
+        return format_html('<span title="{}">{}</span>', OVERLAP_HELP.get(cron.overlap_policy, ""), cron.overlap_policy)
+
+    @admin.display(description="runs", ordering="run_count")
+    def runs(self, cron: CronJob) -> str:
+        return f"{cron.run_count:,}"
+
+    @admin.display(description="last job")
+    def last_job(self, cron: CronJob) -> SafeString | str:
+        if cron.last_job_id is None:
+            return EMPTY
+        return format_html('<a href="{}">{}</a>', admin_changelist_url("job", q=str(cron.last_job_id)), cron.last_job_id)
+
+    @admin.display(description="job template")
+    def template(self, cron: CronJob) -> SafeString:
+        return pretty_json(cron.job_template)
+
+    # -- actions ------------------------------------------------------------------------
+
+    @admin.action(description="Enable selected schedules (next fire computed from now)", permissions=["change"])
+    def enable_schedules(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected schedules", permissions=["change"])
+    def disable_schedules(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_enabled(request, queryset, False)
+
+    @admin.action(description="Fire selected schedules now (once, outside their timetable)", permissions=["change"])
+    def fire_now(self, request: HttpRequest, queryset: QuerySet) -> None:
+        apply_to_each(
+            request, queryset, Outcome("Fire now"), lambda cron: CronJob.objects.fire_now(cron.name),
+            skipped="its previous run is unfinished (overlap policy skip) or its template is invalid",
+            missing="no longer exists",
+        )
+
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet, enabled: bool) -> None:
+        apply_to_each(
+            request, queryset, Outcome("Enable" if enabled else "Disable"),
+            lambda cron: CronJob.objects.set_enabled(cron.name, enabled),
+            skipped="already enabled" if enabled else "already disabled",
+            missing="no longer exists",
+        )
