@@ -4,12 +4,14 @@ Public API::
 
     import django_ojs
 
-    @django_ojs.job("email.send", queue="mail")
+    @django_ojs.job("email.send", queue="email")
     def send_email(ctx, to, subject): ...
 
     django_ojs.enqueue("email.send", ["a@example.com", "Hi"])
     send_email.enqueue("a@example.com", "Hi")
     django_ojs.enqueue_many([{"type": "email.send", "args": [...]}, ...])
+    django_ojs.chain(fetch.s(url), parse.s(), store.s()).enqueue()   # workflows
+    await django_ojs.aenqueue("email.send", ["a@example.com", "Hi"])   # async views
 """
 
 from __future__ import annotations
@@ -17,11 +19,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["enqueue", "enqueue_many", "job", "JobContext", "JobCancelled", "__version__"]
+__all__ = [
+    "DuplicateJob",
+    "JobCancelled",
+    "JobContext",
+    "QueueFull",
+    "__version__",
+    "aenqueue",
+    "aenqueue_many",
+    "batch",
+    "chain",
+    "enqueue",
+    "enqueue_many",
+    "group",
+    "job",
+    "signature",
+]
 
 if TYPE_CHECKING:
-    from .worker.context import JobCancelled, JobContext
-    from .worker.registry import job
+    from .canvas import batch, chain, group, signature
+    from .errors import DuplicateJob, QueueFull
+    from .handlers.context import JobCancelled, JobContext
+    from .handlers.registry import job
 
 
 def enqueue(job_type: str, args: Any = (), **options: Any) -> Any:
@@ -38,15 +57,43 @@ def enqueue_many(jobs: Any) -> Any:
     return _enqueue_many(jobs)
 
 
+async def aenqueue(job_type: str, args: Any = (), **options: Any) -> Any:
+    """``enqueue`` for async code (async views, ``async def`` handlers): ``await django_ojs.aenqueue(...)``.
+
+    The store is written through Django's synchronous ORM in the thread
+    ``sync_to_async`` keeps for database work, so the job shares the
+    connection -- and a transaction opened there -- with the caller's other
+    ``sync_to_async`` database calls.
+    """
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(enqueue)(job_type, args, **options)
+
+
+async def aenqueue_many(jobs: Any) -> Any:
+    """``enqueue_many`` for async code."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(enqueue_many)(jobs)
+
+
 def __getattr__(name: str) -> Any:
     # Imported on first use so that `import django_ojs` stays free of Django
     # imports (settings may not be configured yet when it runs).
     if name == "job":
-        from .worker.registry import job
+        from .handlers.registry import job
 
         return job
     if name in ("JobContext", "JobCancelled"):
-        from .worker import context
+        from .handlers import context
 
         return getattr(context, name)
+    if name in ("chain", "group", "batch", "signature"):
+        from . import canvas
+
+        return getattr(canvas, name)
+    if name in ("DuplicateJob", "QueueFull"):
+        from . import errors
+
+        return getattr(errors, name)
     raise AttributeError(f"module 'django_ojs' has no attribute {name!r}")

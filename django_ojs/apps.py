@@ -26,6 +26,11 @@ class DjangoOJSConfig(AppConfig):
             # Registers the handler of Django's @task functions (django.tasks exists from 6.0).
             from . import tasks  # noqa: F401
 
+        if ojs_settings.METRICS:
+            from . import metrics
+
+            metrics.enable()
+
         # Announced at every start, not only by `manage.py check`.
         if ojs_settings.TEST_HOOKS:
             logger.warning(

@@ -9,7 +9,7 @@ from .conf import DEFAULTS, ojs_settings
 
 @checks.register()
 def check_settings(app_configs=None, **kwargs):
-    messages = []
+    messages: list[checks.CheckMessage] = []
     for key in ojs_settings.unknown_keys():
         messages.append(
             checks.Error(
@@ -18,7 +18,11 @@ def check_settings(app_configs=None, **kwargs):
                 id="django_ojs.E001",
             )
         )
-    if ojs_settings.HEARTBEAT_TIMEOUT < 3 * ojs_settings.HEARTBEAT_INTERVAL:
+    bad = dict(ojs_settings.problems())
+    for key, problem in bad.items():
+        messages.append(checks.Error(f"OJS[{key!r}] {problem}.", id="django_ojs.E002"))
+    timing_valid = {"HEARTBEAT_TIMEOUT", "HEARTBEAT_INTERVAL"}.isdisjoint(bad)
+    if timing_valid and ojs_settings.HEARTBEAT_TIMEOUT < 3 * ojs_settings.HEARTBEAT_INTERVAL:
         messages.append(
             checks.Warning(
                 "OJS HEARTBEAT_TIMEOUT is less than 3 heartbeat intervals; busy workers may be declared dead.",
@@ -26,6 +30,8 @@ def check_settings(app_configs=None, **kwargs):
                 id="django_ojs.W001",
             )
         )
+    if "WORKER_QUEUES" not in bad and "DEFAULT_QUEUE" not in bad:
+        messages.extend(_unserved_handlers())
     if ojs_settings.TEST_HOOKS:
         messages.append(
             checks.Warning(
@@ -43,3 +49,21 @@ def check_settings(app_configs=None, **kwargs):
             )
         )
     return messages
+
+
+def _unserved_handlers() -> list[checks.CheckMessage]:
+    from .handlers.registry import registry
+
+    unserved = registry.unserved(ojs_settings.WORKER_QUEUES, ojs_settings.DEFAULT_QUEUE)
+    if not unserved:
+        return []
+    listed = ", ".join(f"{job_type} (queue {queue!r})" for job_type, queue in unserved.items())
+    return [
+        checks.Warning(
+            f"These handlers' jobs go to queues OJS['WORKER_QUEUES'] does not read: {listed}. "
+            "A worker started without --queue leaves them waiting.",
+            hint=f"Add the queues to OJS['WORKER_QUEUES'] (now {list(ojs_settings.WORKER_QUEUES)!r}), or start "
+            "workers with --queue for them and silence this check (SILENCED_SYSTEM_CHECKS = ['django_ojs.W004']).",
+            id="django_ojs.W004",
+        )
+    ]

@@ -21,6 +21,10 @@ DEFAULTS: dict[str, Any] = {
     # Require "Authorization: Bearer <key>". Turning it off opens the API to
     # anyone who can reach it; every start then logs a warning.
     "AUTH_REQUIRED": True,
+    # How long a process trusts an API key it verified (api/auth.py KeyCache):
+    # a key revoked elsewhere stops working within this many seconds. 0: a
+    # query per request.
+    "API_KEY_CACHE_SECONDS": 5,
     # The binding's media type (ojs-http-binding §4.1). The official Python
     # SDK only parses successful responses labelled "application/json": set
     # this to "application/json" to serve it (README, "SDK compatibility").
@@ -46,6 +50,13 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRY": {},
     # Record lifecycle events (ojs-events) in the same transaction as the move.
     "EVENTS": True,
+    # -- Observability (README "Observability") -----------------------------
+    # Prometheus metrics (the "prometheus" extra): counters and histograms in
+    # every process, served with store-wide gauges at /ojs/v1/metrics.
+    "METRICS": False,
+    # OpenTelemetry spans (the "otel" extra): a producer span per enqueue, a
+    # consumer span per execution, trace context carried in meta.
+    "TRACING": False,
     # -- Workers ------------------------------------------------------------
     # ojs-worker-protocol §4.2 and §10.1.
     "HEARTBEAT_INTERVAL": 5,
@@ -62,6 +73,11 @@ DEFAULTS: dict[str, Any] = {
     # notifications) it polls every POLL_INTERVAL.
     "POLL_INTERVAL": 0.5,
     "LISTEN_POLL_INTERVAL": 5.0,
+    # Where the worker LISTENs: True, the "default" database; a database alias,
+    # that connection (behind PgBouncer in transaction mode, an alias that
+    # reaches PostgreSQL directly: notifications need a session of their
+    # own); False, nowhere -- the worker polls every POLL_INTERVAL.
+    "LISTEN": True,
     # Completions are written in batches: at most this many per write, and
     # none waits longer than ACK_FLUSH_WINDOW seconds. A crash inside the
     # window leaves the job active; the reaper hands it out again (at least
@@ -74,6 +90,10 @@ DEFAULTS: dict[str, Any] = {
     # classes instantiated without arguments, outermost / first first.
     "ENQUEUE_MIDDLEWARE": [],
     "EXECUTION_MIDDLEWARE": [],
+    # Periodic jobs declared in code, each shaped like a cron registration
+    # over HTTP ({"name", "cron", "timezone", "type", "args", "options", ...});
+    # the reaper syncs them (and @job(..., cron=...)) into the store at start.
+    "CRON": [],
     # -- Reaper (manage.py ojs_reaper) --------------------------------------
     # How often the timekeeping loops run: promotion of due jobs, leases,
     # execution timeouts, dead workers. Sub-second keeps retries punctual.
@@ -91,6 +111,11 @@ DEFAULTS: dict[str, Any] = {
         "dead_letter": 180 * 86400,
         "dead_letter_max_count": 10_000,
         "events": 86400,
+        # Rows of workers declared dead, kept so the admin can show them and a
+        # worker that comes back is recognised.
+        "dead_workers": 86400,
+        # Workflows that ended, with their steps' results and errors.
+        "workflows": 7 * 86400,
     },
     # -- Admin (the operators' console) ------------------------------------
     # meta keys a plain search term is matched against, besides the job id
@@ -101,6 +126,9 @@ DEFAULTS: dict[str, Any] = {
     # /ojs/v1/_test/reset and meta.test_directive steering BEAT replies.
     # Never in production; every start logs a warning while it is on.
     "TEST_HOOKS": False,
+    # How long PUSH and FETCH may use a queue's configuration (limits, bound)
+    # read earlier; a change made elsewhere takes effect within this time.
+    "QUEUE_CONFIG_TTL": 1.0,
 }
 
 
@@ -129,6 +157,14 @@ class OJSSettings:
 
     def unknown_keys(self) -> list[str]:
         return sorted(set(self._user_settings()) - set(self._defaults))
+
+    def problems(self) -> list[tuple[str, str]]:
+        """``(setting, problem)`` for each value the project set that is of the wrong type or range."""
+        from .setting_rules import problems
+
+        # All of them, defaults included (they pass: tests/unit/test_setting_rules.py),
+        # so that rules between two settings see both.
+        return problems({name: getattr(self, name) for name in self._defaults})
 
     def reload(self) -> None:
         self._cache.clear()

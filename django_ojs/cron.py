@@ -17,11 +17,10 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import MAXYEAR, datetime, timedelta, timezone, tzinfo
+from datetime import MAXYEAR, UTC, datetime, timedelta, tzinfo
 from functools import cache
 from zoneinfo import ZoneInfo, available_timezones
 
-UTC = timezone.utc
 _SECOND = timedelta(seconds=1)
 
 # The longest wait between two firings of a satisfiable expression is 40 years
@@ -449,6 +448,10 @@ _GO_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 _GO_UNITS = {"h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds"}
 
 
+# The size of the column that stores it (CronJob.expression).
+MAX_EXPRESSION_LENGTH = 255
+
+
 def parse_schedule(expression: object) -> Schedule:
     """Validate and compile a cron, macro or ``@every`` expression; raise CronError if invalid."""
     if not isinstance(expression, str):
@@ -456,6 +459,8 @@ def parse_schedule(expression: object) -> Schedule:
     text = expression.strip()
     if not text:
         raise CronError("cron expression must not be empty")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise CronError(f"cron expression is longer than {MAX_EXPRESSION_LENGTH} characters")
     rule = _parse_special(text) if text.startswith("@") else _parse_fields(text)
     schedule = Schedule(expression, rule)
     # Fail at registration, not silently later, for expressions such as Feb 30.

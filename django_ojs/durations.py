@@ -15,10 +15,12 @@ import datetime as dt
 import re
 from decimal import Decimal, InvalidOperation
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
+# Matched with fullmatch() ("$" also accepts a trailing newline) and re.ASCII
+# (r"\d" would also accept digits of other scripts).
 _ISO_DURATION = re.compile(
-    r"^P(?!$)"
+    r"P(?!\Z)"
     r"(?:(?P<years>\d+(?:\.\d+)?)Y)?"
     r"(?:(?P<months>\d+(?:\.\d+)?)M)?"
     r"(?:(?P<weeks>\d+(?:\.\d+)?)W)?"
@@ -27,10 +29,11 @@ _ISO_DURATION = re.compile(
     r"(?:(?P<hours>\d+(?:\.\d+)?)H)?"
     r"(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
     r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?"
-    r")?$"
+    r")?",
+    re.ASCII,
 )
-_SHORT_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|us|h|m|s))+$")
-_SHORT_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)")
+_SHORT_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|us|h|m|s))+", re.ASCII)
+_SHORT_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)", re.ASCII)
 _SHORT_UNITS = {"h": 3600, "m": 60, "s": 1, "ms": Decimal("0.001"), "us": Decimal("0.000001")}
 
 # Years and months have no fixed length; ojs-retry §4.2 discourages them, and
@@ -47,8 +50,9 @@ _ISO_UNITS = {
 
 # RFC 3339: date, "T" (or space), time with optional fraction, and a zone.
 _RFC3339 = re.compile(
-    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})"
-    r"(?:\.(?P<fraction>\d{1,9}))?(?P<zone>[Zz]|[+-]\d{2}:\d{2})$"
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})"
+    r"(?:\.(?P<fraction>\d{1,9}))?(?P<zone>[Zz]|[+-]\d{2}:\d{2})",
+    re.ASCII,
 )
 
 
@@ -57,14 +61,14 @@ def parse_duration(value: object) -> dt.timedelta:
     if not isinstance(value, str) or not value:
         raise ValueError("must be an ISO 8601 duration string such as 'PT1S'")
     text = value.strip()
-    match = _ISO_DURATION.match(text.upper()) if text[:1] in "Pp" else None
+    match = _ISO_DURATION.fullmatch(text.upper()) if text[:1] in "Pp" else None
     if match:
         total = Decimal(0)
         for name, unit in _ISO_UNITS.items():
             if match.group(name):
                 total += Decimal(match.group(name)) * unit
         return _seconds_to_timedelta(total)
-    if _SHORT_DURATION.match(text):
+    if _SHORT_DURATION.fullmatch(text):
         total = sum(
             (Decimal(number) * _SHORT_UNITS[unit] for number, unit in _SHORT_PART.findall(text)),
             Decimal(0),
@@ -132,7 +136,7 @@ def parse_timestamp(value: object, *, allow_relative: bool = True) -> dt.datetim
         except OverflowError:
             raise ValueError(f"{value!r} is too far in the future") from None
         return relative
-    match = _RFC3339.match(value)
+    match = _RFC3339.fullmatch(value)
     if not match:
         raise ValueError(
             f"{value!r} is not an RFC 3339 timestamp with a timezone (e.g. '2026-03-15T09:30:00Z')"

@@ -88,3 +88,30 @@ class Unsupported(OJSError):
 class QueuePaused(OJSError):
     code = "queue_paused"
     retryable = True
+
+
+class DuplicateJob(Duplicate):
+    """A unique job's key is held by another job and its policy says ``reject``
+    (ojs-unique-jobs §5.1). ``existing_job_id`` names the holder."""
+
+    def __init__(self, message: str, *, existing_job_id: str, existing_job_state: str, uniqueness_key: str):
+        super().__init__(
+            message,
+            details={
+                "existing_job_id": existing_job_id,
+                "existing_job_state": existing_job_state,
+                "uniqueness_key": uniqueness_key,
+            },
+        )
+        self.existing_job_id = existing_job_id
+        self.existing_job_state = existing_job_state
+        self.uniqueness_key = uniqueness_key
+
+
+class QueueFull(OJSError):
+    """A bounded queue is at its ``max_size`` and its overflow policy is ``reject``
+    (ojs-queue-config §6.1)."""
+
+    code = "queue_full"
+    retryable = True
+    retry_after = 1  # seconds: a bounded queue drains as workers finish jobs

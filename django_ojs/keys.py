@@ -63,8 +63,16 @@ class ApiKeyManager(models.Manager):
         return key, secret
 
     def revoke(self, key_ids: Iterable[int]) -> int:
-        """Revoke the keys that are still active; return how many this call revoked."""
-        return self.filter(pk__in=list(key_ids), revoked_at__isnull=True).update(revoked_at=Now())
+        """Revoke the keys that are still active; return how many this call revoked.
+
+        This process stops accepting them at once; other processes within
+        ``OJS["API_KEY_CACHE_SECONDS"]`` (api/auth.py ``KeyCache``).
+        """
+        from .api.auth import key_cache
+
+        revoked = self.filter(pk__in=list(key_ids), revoked_at__isnull=True).update(revoked_at=Now())
+        key_cache.forget()
+        return revoked
 
     def authenticate(self, secret: str) -> ApiKey | None:
         return self.filter(key_hash=hash_key(secret), revoked_at__isnull=True).first()

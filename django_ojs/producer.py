@@ -23,12 +23,18 @@ from uuid6 import uuid7
 
 from .envelope import JobSpec
 from .errors import InvalidRequest
-from .worker.middleware import compose_enqueue, enqueue_chain
-from .worker.options import Defaults, job_body
-from .worker.registry import registry
+from .handlers.middleware import compose_enqueue, enqueue_chain
+from .handlers.options import Defaults, job_body
+from .handlers.registry import registry
+from .tracing import traced_push
 
 if TYPE_CHECKING:
     from .models import Job
+
+
+# Called with the jobs each enqueue_many stored (None where middleware dropped
+# one). django_ojs.testing's inline mode runs them here, in the caller's thread.
+stored_observers: list[Callable[[list[Job | None]], None]] = []
 
 
 def enqueue(job_type: str, args: Sequence[Any] = (), **options: Any) -> Job | None:
@@ -38,8 +44,13 @@ def enqueue(job_type: str, args: Sequence[Any] = (), **options: Any) -> Job | No
     ``timeout`` (seconds or ``timedelta``), ``visibility_timeout``,
     ``retry`` (a retry policy dict), ``scheduled_at`` / ``expires_at``
     (aware ``datetime`` or RFC 3339), ``meta``, ``tags``, ``unique``,
-    ``pending``, ``id``. Invalid input raises ``django_ojs.errors.InvalidRequest``
-    (or ``PolicyInvalid``) naming the field.
+    ``rate_limit``, ``pending``, ``id``. Invalid input raises
+    ``django_ojs.errors.InvalidRequest`` (or ``PolicyInvalid``) naming the field.
+
+    Unique jobs: a duplicate under ``on_conflict: "reject"`` raises
+    ``django_ojs.DuplicateJob`` (``existing_job_id``); under ``"ignore"`` the
+    existing job is returned with ``job.deduplicated`` set. A bounded queue
+    that is full raises ``django_ojs.QueueFull``.
     """
     return enqueue_many([{"type": job_type, "args": args, **options}])[0]
 
@@ -56,17 +67,28 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]]) -> list[Job | None]:
     specs = [_spec(item, index, defaults) for index, item in enumerate(jobs)]
     if not specs:
         return []
+    return traced_push(specs, lambda: _push(specs))
+
+
+def _push(specs: list[JobSpec]) -> list[Job | None]:
     from .models import Job
 
     chain = enqueue_chain()
     chain.freeze()
     middlewares = list(chain)
+    stored: list[Job | None]
     if not middlewares:
-        return list(Job.objects.push_many(specs))
-    # Each job passes the chain on its own and sees itself stored (call_next
-    # returns the Job), so the jobs are pushed one by one, in one transaction.
-    with transaction.atomic():
-        return [compose_enqueue(middlewares, _store_unchanged_id(spec.id, Job.objects.push))(spec) for spec in specs]
+        stored = list(Job.objects.push_many(specs))
+    else:
+        # Each job passes the chain on its own and sees itself stored (call_next
+        # returns the Job), so the jobs are pushed one by one, in one transaction.
+        with transaction.atomic():
+            stored = [
+                compose_enqueue(middlewares, _store_unchanged_id(spec.id, Job.objects.push))(spec) for spec in specs
+            ]
+    for observer in stored_observers:
+        observer(stored)
+    return stored
 
 
 def _spec(item: Mapping[str, Any], index: int, defaults: Defaults) -> JobSpec:

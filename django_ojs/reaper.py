@@ -4,6 +4,13 @@
 batches and repeats while a batch comes back full (at most ``MAX_ROUNDS``
 per tick, so one busy loop cannot starve the others). Any number of reapers
 may run: the core takes its rows with ``SKIP LOCKED``.
+
+Through a database outage the loops keep failing and retrying; the reaper
+logs the outage once, and its end once. Workers could not heartbeat during
+it, so after an outage the loops that punish silence (dead workers,
+expired leases) wait one ``HEARTBEAT_TIMEOUT`` before they judge anyone:
+the core's own check (``restarted_within``) sees a server restart, this one
+also an outage without a restart (a cut network, a restarted pooler).
 """
 
 from __future__ import annotations
@@ -18,10 +25,21 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections
 
 from .conf import ojs_settings
+from .outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.reaper")
 
 MAX_ROUNDS = 20
+
+# What a loop's count means, for the log: every move is said, at INFO.
+MOVES = {
+    "promote": "promoted %d due scheduled or retryable job(s) to available",
+    "expire": "discarded %d job(s) whose expires_at passed",
+    "leases": "recovered %d job(s) whose visibility timeout lapsed",
+    "timeouts": "failed %d job(s) past their execution timeout",
+    "workers": "recovered %d job(s) of workers declared dead (no heartbeat within HEARTBEAT_TIMEOUT)",
+    "cron": "fired %d cron schedule(s)",
+}
 
 
 @dataclass
@@ -29,19 +47,47 @@ class Loop:
     name: str
     run: Callable[[int], Any]
     every: float
+    # Reads heartbeats or leases: after an outage it must give workers time to beat again.
+    judges_silence: bool = False
+    # Runs until it has once reached the database, then never again (the
+    # cron-sync at start). A loop that no longer touches the database must not
+    # run: its "success" would tell the outage watch the database is back.
+    once: bool = False
+    finished: bool = False
     next_at: float = 0.0
     totals: dict[str, int] = field(default_factory=dict)
+
+
+class CodeScheduleSync:
+    """The reaper's first move: sync the periodic jobs declared in code into the store.
+
+    A loop rather than a step before the loops, so that it waits through a
+    database that is down at start like every other loop; a ``once`` loop, so
+    the reaper stops running it after it has succeeded.
+    """
+
+    def __call__(self, limit: int) -> int:
+        from .code_schedules import declared
+        from .models import CronJob
+
+        outcome = CronJob.objects.sync_from_code(declared())
+        logger.info(
+            "cron schedules from code: %s",
+            "; ".join(f"{what} {', '.join(names)}" for what, names in outcome.items() if names) or "none",
+        )
+        return 0
 
 
 def default_loops(interval: float, cron_interval: float, prune_interval: float) -> list[Loop]:
     from .models import CronJob, Job, Worker
 
     return [
+        Loop("cron-sync", CodeScheduleSync(), cron_interval, once=True),
         Loop("promote", Job.objects.promote_due, interval),
         Loop("expire", Job.objects.expire_overdue, interval),
-        Loop("leases", Job.objects.requeue_lapsed, interval),
+        Loop("leases", Job.objects.requeue_lapsed, interval, judges_silence=True),
         Loop("timeouts", Job.objects.fail_timed_out, interval),
-        Loop("workers", Worker.objects.reap_dead, interval),
+        Loop("workers", Worker.objects.reap_dead, interval, judges_silence=True),
         Loop("cron", CronJob.objects.fire_due, cron_interval),
         Loop("prune", Job.objects.prune, prune_interval),
     ]
@@ -54,15 +100,18 @@ class Reaper:
         )
         self.batch_size = batch_size or ojs_settings.REAPER_BATCH_SIZE
         self.stopping = threading.Event()
+        self._outage = OutageWatch("reaper", logger)
 
     def tick(self, now: float | None = None) -> dict[str, int]:
         """Run every loop that is due; return how many rows each moved."""
         now = time.monotonic() if now is None else now
         moved: dict[str, int] = {}
         for loop in self.loops:
-            if now < loop.next_at:
+            if loop.finished or now < loop.next_at:
                 continue
             loop.next_at = now + loop.every
+            if loop.judges_silence and not self._outage.settled(ojs_settings.HEARTBEAT_TIMEOUT):
+                continue
             moved[loop.name] = self._run(loop)
         return moved
 
@@ -72,14 +121,17 @@ class Reaper:
             close_old_connections()
             try:
                 result = loop.run(self.batch_size)
-            except DatabaseError:
-                logger.exception("reaper loop %s failed; retrying next tick", loop.name)
+            except DatabaseError as exc:
+                if not self._outage.failed(exc):
+                    logger.exception("reaper loop %s failed; retrying next tick", loop.name)
                 close_old_connections()
                 break
+            self._outage.succeeded()
+            loop.finished = loop.once
             count = sum(result.values()) if isinstance(result, dict) else int(result)
             total += count
             if count and loop.name != "prune":
-                logger.info("%s: %d", loop.name, count)
+                logger.info(MOVES.get(loop.name, loop.name + ": %d"), count)
             elif isinstance(result, dict) and count:
                 logger.info("prune: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
             full = max(result.values()) >= self.batch_size if isinstance(result, dict) else count >= self.batch_size
@@ -91,9 +143,14 @@ class Reaper:
         logger.info("reaper started (interval %.2fs)", min(loop.every for loop in self.loops))
         while not self.stopping.is_set():
             self.tick()
-            wait = max(0.0, min(loop.next_at for loop in self.loops) - time.monotonic())
-            self.stopping.wait(wait)
+            self.stopping.wait(self.until_next(time.monotonic()))
         logger.info("reaper stopped")
+
+    def until_next(self, now: float) -> float:
+        """Seconds until the next loop is due. A finished ``once`` loop is never due again:
+        counting its past due time would make the reaper spin without sleeping."""
+        pending = [loop.next_at for loop in self.loops if not loop.finished]
+        return max(0.0, min(pending) - now) if pending else max(loop.every for loop in self.loops)
 
     def stop(self, *args: Any) -> None:
         self.stopping.set()

@@ -40,9 +40,9 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
+from .handlers.context import JobContext
+from .handlers.registry import registry
 from .states import JobState
-from .worker.context import JobContext
-from .worker.registry import registry
 
 JOB_TYPE = "django.task"
 
@@ -132,7 +132,7 @@ def task_result(job: Any, errors: list[Any], *, task: Task | None = None) -> Tas
 
 def task_error(error: Any) -> TaskError:
     details = error.details or {}
-    lines = list(error.backtrace or []) + [f"{error.type}: {error.message}"]
+    lines = [*(error.backtrace or []), f"{error.type}: {error.message}"]
     return TaskError(exception_class_path=details.get("error_class", error.type), traceback="\n".join(lines))
 
 

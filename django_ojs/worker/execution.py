@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
 
+from ..conf import ojs_settings
 from ..core.outcome import Lease
 from ..failure import Failure
+from ..handlers.context import JobContext
+from ..handlers.middleware import Middleware, run_execution
+from ..handlers.registry import HandlerRegistry
 from . import failures
-from .context import JobContext
-from .middleware import Middleware, run_execution
-from .registry import HandlerRegistry
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -26,6 +29,56 @@ class Outcome:
 
     result: Any = None
     failure: Failure | None = None
+
+    @classmethod
+    def of_result(cls, result: Any) -> Outcome:
+        """A handler's return value as the outcome to report: a result the wire can carry is JSON."""
+        if result is not None:
+            try:
+                json.dumps(result)
+            except (TypeError, ValueError) as exc:
+                return cls(failure=failures.invalid_result(exc))
+        return cls(result=result)
+
+
+class Observed:
+    """Metrics and spans around each execution (django_ojs/metrics.py, tracing.py), for both
+    runners, the threaded one and the async one; imported only when on, nothing when off."""
+
+    def __init__(self) -> None:
+        self.observe: Any = None
+        if ojs_settings.METRICS:
+            from ..metrics import observe_execution
+
+            self.observe = observe_execution
+        self.trace = ojs_settings.TRACING
+
+    @property
+    def off(self) -> bool:
+        return self.observe is None and not self.trace
+
+    @contextlib.contextmanager
+    def around(self, execution: Execution) -> Iterator[Callable[[Outcome], Outcome]]:
+        """``with observed.around(execution) as done: return done(run())``: one span and one
+        observation per execution, whatever the runner (a coroutine may run inside)."""
+        started = time.perf_counter()
+        finish_span: Callable[[Any], None] | None = None
+
+        def done(outcome: Outcome) -> Outcome:
+            if finish_span is not None:
+                finish_span(outcome.failure)
+            if self.observe is not None:
+                state = "completed" if outcome.failure is None else "failed"
+                self.observe(execution.job, state, time.perf_counter() - started)
+            return outcome
+
+        if self.trace:
+            from ..tracing import consuming
+
+            with consuming(execution.job, execution.ctx.worker_id) as finish_span:
+                yield done
+        else:
+            yield done
 
 
 @dataclass(eq=False, slots=True)
@@ -66,8 +119,15 @@ class Runner:
         self.registry = registry
         self.middlewares = list(middlewares)
         self.omit_backtraces = omit_backtraces
+        self.observed = Observed()
 
     def __call__(self, execution: Execution) -> Outcome:
+        if self.observed.off:
+            return self._run(execution)
+        with self.observed.around(execution) as done:
+            return done(self._run(execution))
+
+    def _run(self, execution: Execution) -> Outcome:
         job, ctx = execution.job, execution.ctx
         handler = self.registry.get(job.type)
         if handler is None:
@@ -75,14 +135,10 @@ class Runner:
         close_old_connections()
         try:
             try:
-                result = run_execution(self.middlewares, job, ctx, lambda: handler.func(ctx, *job.args))
+                result = run_execution(self.middlewares, job, ctx, lambda: handler.invoke(ctx, job.args))
             except BaseException as exc:  # SystemExit in a handler must not cost the slot either
                 return Outcome(failure=failures.failure_from_exception(exc, omit_backtrace=self.omit_backtraces))
-            if result is not None:
-                try:
-                    json.dumps(result)
-                except (TypeError, ValueError) as exc:
-                    return Outcome(failure=failures.invalid_result(exc))
-            return Outcome(result=result)
+            return Outcome.of_result(result)
         finally:
+            ctx.flush_progress()  # the last report a throttled ctx.progress() held back
             close_old_connections()

@@ -39,7 +39,7 @@ class HealthServer:
         state_of = self._state
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 state = state_of()
                 if self.path in ("/readyz", "/healthz"):
                     ready = state == WorkerState.RUNNING

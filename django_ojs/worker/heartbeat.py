@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections
 
-from ..core.workers import BeatReply
+from ..core.workers import BeatReply, HeldJob
+from ..outage import OutageWatch
 from ..states import WorkerState
 
 logger = logging.getLogger("django_ojs.worker")
@@ -29,7 +30,7 @@ class Heartbeat:
         self,
         worker_id: str,
         interval: float,
-        snapshot: Callable[[], tuple[WorkerState, list[str]]],
+        snapshot: Callable[[], tuple[WorkerState, list[HeldJob]]],
         on_reply: Callable[[BeatReply], None],
     ):
         self.worker_id = worker_id
@@ -42,6 +43,7 @@ class Heartbeat:
         self._stopping = False
         self._written = 0  # beats written so far, for beat_now() to wait on
         self._busy = False  # a beat is being written
+        self._outage = OutageWatch("heartbeat", logger)
         self._thread = threading.Thread(target=self._run, name="ojs-heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -91,14 +93,19 @@ class Heartbeat:
     def _beat(self, report: WorkerState | None) -> None:
         from ..models import Worker
 
-        state, job_ids = self._snapshot()
+        state, held = self._snapshot()
         try:
-            reply = Worker.objects.beat(self.worker_id, state=report or state, active_job_ids=job_ids)
+            reply = Worker.objects.beat(self.worker_id, state=report or state, held=held)
         except DatabaseError as exc:
-            logger.warning("heartbeat failed (%s); retrying in %gs", exc, self.interval)
+            unreachable = self._outage.failed(exc)
+            if not unreachable:
+                logger.warning("heartbeat failed (%s); retrying in %gs", exc, self.interval)
             close_old_connections()
+            if unreachable and self._outage.failures == 1:
+                self.request()  # perhaps only a connection the server dropped: retry at once on a new one
             return
         except Exception:
             logger.exception("heartbeat failed; retrying in %gs", self.interval)
             return
+        self._outage.succeeded()
         self._on_reply(reply)

@@ -6,15 +6,25 @@ the reaper promotes, a recovered job. The listener runs in its own thread on
 its own connection (in autocommit, as LISTEN needs) and wakes the loop when
 one of the worker's queues is named. Should the connection drop, the loop
 falls back to the short poll until the listener is back.
+
+``OJS["LISTEN"]`` picks the connection: LISTEN needs a session of its own,
+which PgBouncer in transaction mode does not give (the LISTEN would land on
+whichever server connection the pooler lent, and the notifications with
+it); point it at an alias that reaches PostgreSQL directly, or turn it off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
+
+from ..conf import ojs_settings
+from ..outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.worker")
 
@@ -24,6 +34,17 @@ STOP_CHECK = 0.25
 RECONNECT_DELAY = 1.0
 
 
+def listen_alias() -> str | None:
+    """The database alias to LISTEN on (``OJS["LISTEN"]``), or None: poll only."""
+    setting = ojs_settings.LISTEN
+    if setting is False:
+        return None
+    alias = DEFAULT_DB_ALIAS if setting is True else setting
+    if alias not in connections.settings:
+        raise ImproperlyConfigured(f"OJS['LISTEN'] names the database {alias!r}, which DATABASES does not define")
+    return alias if connections[alias].vendor == "postgresql" else None
+
+
 class Listener:
     def __init__(self, queues: Iterable[str], on_work: Callable[[], None], alias: str = DEFAULT_DB_ALIAS):
         self.queues = frozenset(queues)
@@ -31,6 +52,7 @@ class Listener:
         self.alias = alias
         self.healthy = False
         self._stopping = threading.Event()
+        self._outage = OutageWatch("listener", logger)
         self._thread = threading.Thread(target=self._run, name="ojs-listener", daemon=True)
 
     def start(self) -> None:
@@ -47,6 +69,7 @@ class Listener:
                 wrapper.ensure_connection()
                 raw = wrapper.connection
                 raw.execute(f"LISTEN {CHANNEL}")
+                self._outage.succeeded()
                 self.healthy = True
                 # Work that arrived while we were not listening.
                 self.on_work()
@@ -55,12 +78,10 @@ class Listener:
                         if notice.payload in self.queues:
                             self.on_work()
             except Exception as exc:
-                if not self._stopping.is_set():
+                if not self._stopping.is_set() and not self._outage.failed(exc):
                     logger.warning("LISTEN %s lost (%s); polling until it is back", CHANNEL, exc)
             finally:
                 self.healthy = False
-                try:
+                with contextlib.suppress(Exception):
                     wrapper.close()
-                except Exception:
-                    pass
             self._stopping.wait(RECONNECT_DELAY)

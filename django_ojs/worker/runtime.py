@@ -19,9 +19,10 @@ stays in the table after its handler returns until its ACK or FAIL is
 written, and a timed-out handler stays until its thread returns (Python
 cannot kill a thread: its slot stays taken, its result is discarded).
 
-Completions are written in batches (``Job.objects.ack_many``) within a
-short window (``OJS["ACK_FLUSH_WINDOW"]``, 20 ms) or sooner when the batch
-is full or no handler is left running. A crash inside the window leaves the
+Outcomes are written in batches (``Job.objects.settle_and_fetch``: the
+finished attempts, then the claim for the free slots, in one transaction)
+within a short window (``OJS["ACK_FLUSH_WINDOW"]``, 20 ms) or sooner when
+the batch is full or no handler is left running. A crash inside the window leaves the
 job active in the store; the reaper recovers it (``worker_death``) and it
 runs again: at least once, never lost.
 
@@ -49,26 +50,28 @@ from dataclasses import dataclass, replace
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..core.outcome import Lease
-from ..core.workers import BeatReply, WorkerInfo
-from ..errors import InvalidTransition, NotFound
+from ..core.limits import LimitReport
+from ..core.outcome import Lease, Settlement, Verdict
+from ..core.workers import BeatReply, HeldJob, WorkerInfo
 from ..failure import Failure
+from ..handlers.context import JobContext
+from ..handlers.middleware import execution_chain
+from ..handlers.registry import HandlerRegistry, registry
+from ..outage import OutageWatch, retry_on_new_connection
 from ..states import WorkerState
 from . import failures, signals
-from .context import JobContext
+from .aio import AsyncRunner, LoopPool
 from .execution import Execution, Outcome, Runner
 from .health import HealthServer
 from .heartbeat import Heartbeat
 from .lifecycle import Change, Lifecycle
-from .listener import Listener
-from .middleware import execution_chain
+from .listener import Listener, listen_alias
 from .pool import ExecutorPool
-from .registry import HandlerRegistry, registry
 from .waker import Waker
 
 logger = logging.getLogger("django_ojs.worker")
@@ -93,6 +96,8 @@ class WorkerConfig:
     omit_backtraces: bool = False
     health_host: str = "0.0.0.0"
     health_port: int | None = None
+    # Run handlers as tasks on one event loop (worker/aio.py) instead of threads.
+    async_mode: bool = False
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WorkerConfig:
@@ -163,11 +168,12 @@ class Runtime:
         self._more_work = True
         self._next_poll = 0.0
         self._retry_db_at = 0.0
+        self._outage = OutageWatch("worker", logger)
         self._drain: _Drain | None = None
         self._heartbeat: Heartbeat | None = None
         self._listener: Listener | None = None
         self._health: HealthServer | None = None
-        self._pool: ExecutorPool | None = None
+        self._pool: ExecutorPool | LoopPool | None = None
         self._previous_signals: dict[int, object] = {}
 
     # -- the process --------------------------------------------------------------
@@ -183,13 +189,9 @@ class Runtime:
         return status
 
     def _start(self) -> None:
-        from ..models import Worker
-
         chain = execution_chain()
         chain.freeze()
-        runner = Runner(self.handlers, list(chain), omit_backtraces=self.config.omit_backtraces)
-        Worker.objects.register(
-            self.id,
+        self._register(
             WorkerInfo(
                 hostname=socket.gethostname(),
                 pid=os.getpid(),
@@ -201,21 +203,56 @@ class Runtime:
         )
         self._previous_signals = signals.install(self._on_signal)
         signals.warn_if_signals_may_not_arrive()
-        self._pool = ExecutorPool(self.config.concurrency, runner, self._on_handler_done)
+        middlewares, omit = list(chain), self.config.omit_backtraces
+        if self.config.async_mode:
+            self._pool = LoopPool(AsyncRunner(self.handlers, middlewares, omit_backtraces=omit), self._on_handler_done)
+        else:
+            runner = Runner(self.handlers, middlewares, omit_backtraces=omit)
+            self._pool = ExecutorPool(self.config.concurrency, runner, self._on_handler_done)
         self._pool.start()
         self._heartbeat = Heartbeat(self.id, self.config.heartbeat_interval, self._beat_snapshot, self._on_reply)
         self._heartbeat.start()
-        if connection.vendor == "postgresql":
-            self._listener = Listener(self.config.queues, self._on_work_available)
+        alias = listen_alias()
+        if alias is not None:
+            self._listener = Listener(self.config.queues, self._on_work_available, alias)
             self._listener.start()
         if self.config.health_port is not None:
             self._health = HealthServer(self.config.health_host, self.config.health_port, lambda: self.lifecycle.state)
             self._health.start()
         logger.info(
-            "worker %s started (pid %d): queues %s, concurrency %d, handlers: %s",
+            "worker %s started (pid %d): queues %s, concurrency %d%s, handlers: %s",
             self.id, os.getpid(), ", ".join(self.config.queues), self.config.concurrency,
+            " on one event loop (async)" if self.config.async_mode else "",
             ", ".join(self.handlers.types()) or "none",
         )
+        unserved = self.handlers.unserved(self.config.queues, ojs_settings.DEFAULT_QUEUE)
+        if unserved:
+            logger.warning(
+                "this worker reads queues %s, but these handlers' jobs go elsewhere by default: %s. "
+                "Unless another worker reads those queues, such jobs stay available; start this one "
+                "with --queue for each", ", ".join(self.config.queues),
+                ", ".join(f"{job_type} -> {queue}" for job_type, queue in unserved.items()),
+            )
+
+    def _register(self, info: WorkerInfo) -> None:
+        """Register, waiting for the database while it is unreachable.
+
+        Before the signal handlers are installed: SIGTERM or SIGINT ends the
+        wait, and the process, with nothing held.
+        """
+        from ..models import Worker
+
+        while True:
+            try:
+                Worker.objects.register(self.id, info)
+            except DatabaseError as exc:
+                if not self._outage.failed(exc):
+                    raise
+                close_old_connections()
+                time.sleep(DB_RETRY_DELAY)
+            else:
+                self._outage.succeeded()
+                return
 
     def _stop(self) -> int:
         from ..models import Worker
@@ -227,12 +264,16 @@ class Runtime:
             self._heartbeat.stop()
         if self._pool:
             self._pool.stop()
-        held = self._held_ids()
+        held = self._held_jobs()
         clean = not held
-        try:
+
+        def say_goodbye() -> None:
             # ojs-graceful-shutdown §5.3: the final heartbeat says terminate.
-            Worker.objects.beat(self.id, state=WorkerState.TERMINATE, active_job_ids=held)
+            Worker.objects.beat(self.id, state=WorkerState.TERMINATE, held=held)
             Worker.objects.deregister(self.id)
+
+        try:
+            retry_on_new_connection(say_goodbye)
         except DatabaseError as exc:
             logger.error("could not deregister (%s); the reaper will recover this worker's jobs", exc)
             clean = False
@@ -302,12 +343,14 @@ class Runtime:
         self._more_work = True
         self._waker.wake()
 
-    def _beat_snapshot(self) -> tuple[WorkerState, list[str]]:
-        return self.lifecycle.state, self._held_ids()
+    def _beat_snapshot(self) -> tuple[WorkerState, list[HeldJob]]:
+        return self.lifecycle.state, self._held_jobs()
 
-    def _held_ids(self) -> list[str]:
+    def _held_jobs(self) -> list[HeldJob]:
+        """The attempts this worker holds: every execution whose outcome is not yet written."""
         with self._table_lock:
-            return [execution.job_id for execution in self._table.values() if not execution.released]
+            return [HeldJob(job_id, attempt) for (job_id, attempt), execution in self._table.items()
+                    if not execution.released]
 
     def _apply_signals(self) -> None:
         while self._signals:
@@ -318,11 +361,18 @@ class Runtime:
     def _apply_replies(self) -> None:
         while self._replies:
             reply = self._replies.popleft()
+            if reply.revived:
+                logger.warning(
+                    "this worker had been declared dead (no heartbeat for over %ss: frozen, or cut off from "
+                    "the database); the server recovered the jobs it held", ojs_settings.HEARTBEAT_TIMEOUT,
+                )
             self._apply(self.lifecycle.on_directive(reply.directive), f"the server's {reply.directive} directive")
-            for job_id in reply.jobs_cancelled:
-                self._release_unfinished(job_id, "the job was cancelled")
-            for job_id in reply.jobs_lost:
-                self._release_unfinished(job_id, "the job is no longer reserved by this worker")
+            # The reply names attempts as the beat named them: a later attempt
+            # of the same job, claimed since, is not touched (DESIGN invariant 12).
+            for held in reply.jobs_cancelled:
+                self._release_unfinished(held, "the job was cancelled")
+            for held in reply.jobs_lost:
+                self._release_unfinished(held, "the job is no longer reserved by this worker")
 
     def _apply(self, change: Change, cause: str) -> None:
         assert self._heartbeat is not None
@@ -377,15 +427,21 @@ class Runtime:
             self._more_work = False
             listening = self._listener is not None and self._listener.healthy
             self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
+        limited = LimitReport()
         try:
-            with transaction.atomic():
-                report = self._write_outcomes(batch)
-                jobs = Job.objects.fetch(self.config.queues, count=count, worker_id=self.id) if count else []
+            verdicts, jobs = Job.objects.settle_and_fetch(
+                self.id, self._settlements(batch), self.config.queues, count, limit_report=limited
+            )
         except DatabaseError as exc:
             self._database_failed("writing outcomes" if batch else "fetch", exc)
             self._more_work = self._more_work or fetch
             return
-        self._outcomes_written(batch, report)
+        self._outage.succeeded()
+        self._outcomes_written(batch, verdicts)
+        if limited.key is not None:
+            # Jobs wait for a rate limit to reopen, and no notification will
+            # say when it does: poll again then, not after the idle interval.
+            self._next_poll = min(self._next_poll, now + limited.seconds_to_wait(self.config.poll_interval))
         if count and len(jobs) == count:
             self._more_work = True  # there may be more where these came from
         for job in jobs:
@@ -437,20 +493,21 @@ class Runtime:
                 limit = execution.job.timeout.total_seconds()
                 execution.ctx.cancel("timeout")
                 logger.warning(
-                    "job %s (%s) exceeded its %gs timeout; failing it. Its thread keeps the slot until "
-                    "the handler returns.", execution.job_id, execution.job.type, limit,
+                    "job %s (%s) exceeded its %gs timeout; failing it. %s", execution.job_id, execution.job.type,
+                    limit, "Its task is cancelled." if self.config.async_mode
+                    else "Its thread keeps the slot until the handler returns.",
                 )
                 self._decide(execution, Outcome(failure=failures.timed_out(limit)))
             elif earliest is None or execution.deadline < earliest:
                 earliest = execution.deadline
         self._earliest_deadline = earliest
 
-    def _release_unfinished(self, job_id: str, reason: str) -> None:
-        """The store took the job away (cancelled, or recovered): stop reporting it."""
-        for execution in list(self._table.values()):
-            if execution.job_id != job_id or execution.released or execution.outcome is not None:
-                continue
-            logger.warning("job %s (%s): %s; its result will be discarded", job_id, execution.job.type, reason)
+    def _release_unfinished(self, held: HeldJob, reason: str) -> None:
+        """The store took this attempt away (cancelled, or recovered): stop reporting it."""
+        execution = self._table.get((held.job_id, held.attempt))
+        if execution is not None and not execution.released and execution.outcome is None:
+            logger.warning("job %s (%s) attempt %d: %s; its result will be discarded",
+                           held.job_id, execution.job.type, held.attempt, reason)
             execution.ctx.cancel(reason)
             execution.released = True
             self._undecided -= 1
@@ -471,49 +528,28 @@ class Runtime:
             or now - self._oldest_unwritten >= self.config.ack_flush_window
         )
 
-    def _write_outcomes(self, batch: list[Execution]) -> dict[int, str]:
-        """ACK every completion in one ``ack_many``, then FAIL each failure.
-
-        Returns what the store said of each execution, by ``id()``:
-        "completed", "failed", or "refused" (the job was cancelled or
-        recovered meanwhile, and the outcome is discarded).
-        """
-        from ..models import Job
-
-        report: dict[int, str] = {}
-        completions = [execution for execution in batch if execution.outcome.failure is None]
-        if completions:
-            _, refused = Job.objects.ack_many(
-                [(execution.job.id, execution.lease, execution.outcome.result) for execution in completions]
-            )
-            refused_ids = set(refused)
-            for execution in completions:
-                report[id(execution)] = "refused" if execution.job_id in refused_ids else "completed"
+    def _settlements(self, batch: list[Execution]) -> list[Settlement]:
+        settlements = []
         for execution in batch:
             failure = execution.outcome.failure
-            if failure is None:
-                continue
-            # Which worker ran the failed attempt, for the history (and Django's TaskResult.worker_ids).
-            stamped = replace(failure, details={**(failure.details or {}), "worker_id": self.id})
-            try:
-                Job.objects.fail(
-                    execution.job.id, stamped, lease=execution.lease, requeue=failure.type == failures.SHUTDOWN
-                )
-            except (InvalidTransition, NotFound):
-                report[id(execution)] = "refused"
-            else:
-                report[id(execution)] = "failed"
-        return report
+            if failure is not None:
+                # Which worker ran the failed attempt, for the history (and Django's TaskResult.worker_ids).
+                failure = replace(failure, details={**(failure.details or {}), "worker_id": self.id})
+            settlements.append(Settlement(
+                execution.job.id, execution.lease, result=execution.outcome.result, failure=failure,
+                # Interrupted by a shutdown: released without charging the attempt.
+                requeue=failure is not None and failure.type == failures.SHUTDOWN,
+            ))
+        return settlements
 
-    def _outcomes_written(self, batch: list[Execution], report: dict[int, str]) -> None:
+    def _outcomes_written(self, batch: list[Execution], verdicts: list[Verdict]) -> None:
         if not batch:
             return
-        for execution in batch:
-            verdict = report[id(execution)]
+        for execution, verdict in zip(batch, verdicts):
             failure = execution.outcome.failure
-            if verdict == "completed":
+            if verdict is Verdict.COMPLETED:
                 self.stats.completed += 1
-            elif verdict == "failed":
+            elif verdict is Verdict.FAILED:
                 self.stats.failed += 1
                 logger.info(
                     "job %s (%s) attempt %d failed: %s: %s",
@@ -533,10 +569,16 @@ class Runtime:
             self._oldest_unwritten = time.monotonic()
 
     def _database_failed(self, what: str, exc: Exception) -> None:
-        logger.warning("%s failed (%s); retrying in %gs", what, exc, DB_RETRY_DELAY)
+        unreachable = self._outage.failed(exc)
+        if not unreachable:
+            logger.warning("%s failed (%s); retrying in %gs", what, exc, DB_RETRY_DELAY)
         close_old_connections()
-        self._retry_db_at = time.monotonic() + DB_RETRY_DELAY
-        if self._drain is not None and (self.lifecycle.forced or time.monotonic() >= self._drain.deadline):
+        # Perhaps only a connection the server dropped: retry at once on a new one.
+        reconnect = unreachable and self._outage.failures == 1
+        self._retry_db_at = time.monotonic() + (0.0 if reconnect else DB_RETRY_DELAY)
+        if self._drain is not None and not reconnect and (
+            self.lifecycle.forced or time.monotonic() >= self._drain.deadline
+        ):
             # Past the grace period the store is still unreachable: leave the
             # jobs to the reaper (worker_death) rather than hang.
             self._drain.gave_up = True

@@ -28,7 +28,7 @@ def install(on_signal: Callable[[int], None]) -> dict[int, object]:
     def handle(signum: int, frame: FrameType | None) -> None:
         on_signal(signum)
 
-    previous = {}
+    previous: dict[int, object] = {}
     for signum in HANDLED:
         previous[signum] = signal.signal(signum, handle)
     return previous

@@ -9,6 +9,7 @@ system call.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 
@@ -24,10 +25,9 @@ class Waker:
         if self._pending:
             return
         self._pending = True
-        try:
+        # Full pipe: a wake-up is already queued; closed: shutting down.
+        with contextlib.suppress(OSError):  # BlockingIOError is an OSError
             os.write(self._write, b"\0")
-        except (BlockingIOError, OSError):
-            pass  # full pipe: a wake-up is already queued; closed: shutting down
 
     def wait(self, timeout: float) -> None:
         """Sleep until woken or ``timeout`` seconds pass.
@@ -47,7 +47,5 @@ class Waker:
 
     def close(self) -> None:
         for fd in (self._read, self._write):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass

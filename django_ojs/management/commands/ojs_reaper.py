@@ -7,6 +7,7 @@ import signal
 from django.core.management.base import BaseCommand
 
 from ...conf import ojs_settings
+from ...logs import show_on_stderr
 from ...reaper import Reaper, default_loops
 
 
@@ -24,6 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="run every loop once and exit")
 
     def handle(self, *args, **options):
+        show_on_stderr()
         reaper = Reaper(default_loops(options["interval"], options["cron_interval"], options["prune_interval"]))
         if options["once"]:
             moved = reaper.tick()

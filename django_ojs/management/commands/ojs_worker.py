@@ -6,6 +6,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...logs import show_on_stderr
 from ...worker.runtime import Runtime, WorkerConfig
 
 
@@ -31,12 +32,16 @@ class Command(BaseCommand):
         parser.add_argument("--poll-interval", type=float,
                             help="seconds between fetches of an idle worker without LISTEN "
                                  "(default: OJS['POLL_INTERVAL'])")
+        parser.add_argument("--async", action="store_true", dest="async_mode",
+                            help="run handlers as tasks on one event loop (for many I/O-bound async def "
+                                 "handlers); plain handlers run in threads beside it")
         parser.add_argument("--health-port", type=int,
                             help="serve a readiness probe on this port (/readyz, /healthz, /livez)")
         parser.add_argument("--health-host", default="0.0.0.0",
                             help="address of the readiness probe (default: 0.0.0.0)")
 
     def handle(self, *args, **options):
+        show_on_stderr()
         try:
             config = WorkerConfig.from_settings(
                 queues=tuple(options["queues"]) if options["queues"] else None,
@@ -47,6 +52,7 @@ class Command(BaseCommand):
                 poll_interval=options["poll_interval"],
                 health_port=options["health_port"],
                 health_host=options["health_host"],
+                async_mode=options["async_mode"] or None,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

@@ -1,0 +1,179 @@
+"""What a handler (and execution middleware) gets beside the job's args."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+logger = logging.getLogger("django_ojs.worker")
+
+# ojs-progress §6.2: a handler may call ctx.progress() in a tight loop; the
+# store is written at most this often, the latest report always.
+PROGRESS_INTERVAL = 1.0
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+
+class JobCancelled(Exception):
+    """Raised by ``ctx.raise_if_cancelled()`` once the job is no longer this worker's to finish.
+
+    Whatever the handler does afterwards is discarded: the job was cancelled,
+    timed out, recovered by the server, or failed by a shutdown.
+    """
+
+
+class JobContext:
+    """One execution of one job (ojs-middleware §4.4).
+
+    ``heartbeat()`` extends the visibility timeout of the jobs this worker
+    holds at once (ojs-worker-protocol §5.4); the worker also does so every
+    heartbeat interval, so only a handler that may outlive a short
+    visibility timeout between two beats needs it. ``cancelled`` /
+    ``raise_if_cancelled()`` let a long handler stop early: Python cannot
+    kill a thread, so stopping is cooperative.
+    """
+
+    __slots__ = (
+        "_beat", "_cancel_reason", "_on_cancel", "_progress_pending", "_progress_sent_at",
+        "deadline", "job", "metadata", "worker_id",
+    )
+
+    def __init__(self, job: Job, worker_id: str, beat: Callable[[], None], deadline: float | None = None):
+        self.job = job
+        self.worker_id = worker_id
+        # Scoped to this execution, for middleware to talk to each other (§4.4).
+        self.metadata: dict[str, Any] = {}
+        # time.monotonic() after which the worker fails the job with a timeout.
+        self.deadline = deadline
+        self._beat = beat
+        self._cancel_reason: str | None = None
+        self._progress_pending: Any = None
+        self._progress_sent_at: float | None = None
+        # Called once with the reason when the job is cancelled: the async
+        # worker cancels the handler's task here (a thread cannot be stopped).
+        self._on_cancel: list[Callable[[str], None]] = []
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job.id)
+
+    @property
+    def type(self) -> str:
+        return self.job.type
+
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+    @property
+    def args(self) -> list[Any]:
+        return self.job.args
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.job.meta
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempt
+
+    @property
+    def parent_results(self) -> list[Any]:
+        """In a workflow, the results of the steps before this one, in step order (else ``[]``)."""
+        return list((self.job.extra or {}).get("parent_results") or [])
+
+    @property
+    def workflow_id(self) -> str | None:
+        return (self.job.extra or {}).get("workflow_id")
+
+    @property
+    def time_left(self) -> float | None:
+        """Seconds until the execution timeout, or None without one."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def heartbeat(self) -> None:
+        """Extend the visibility timeout now (blocks until the heartbeat is written)."""
+        self._beat()
+
+    def progress(self, fraction: float | dict[str, Any] | None = None, data: dict[str, Any] | None = None) -> None:
+        """Report how far along this attempt is (ojs-progress): ``ctx.progress(0.4)``,
+        ``ctx.progress(data={"rows": 14000})``, ``ctx.progress({"rows": 14000})`` or both.
+
+        ``fraction`` is 0.0-1.0 (clamped); it never goes back within an
+        attempt. Counts as a heartbeat. Fire-and-forget: written at most once
+        a second (the latest report is written when the handler returns),
+        and a failed write is logged, never raised. A value that is not a
+        number or a JSON object is a bug in the handler: ValueError.
+        """
+        from ..errors import InvalidRequest
+        from ..progress import Report, make
+
+        if isinstance(fraction, dict) and data is None:
+            fraction, data = None, fraction
+        try:
+            report = make(fraction, data)
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
+        pending = self._progress_pending
+        if pending is not None:
+            best = report.progress if pending.progress is None else max(pending.progress, report.progress or 0.0)
+            report = Report(best, report.data if report.data is not None else pending.data)
+        self._progress_pending = report
+        now = time.monotonic()
+        if self._progress_sent_at is None or now - self._progress_sent_at >= PROGRESS_INTERVAL:
+            self.flush_progress()
+
+    @property
+    def progress_pending(self) -> bool:
+        """Whether ``progress()`` holds back a report that ``flush_progress()`` would write."""
+        return self._progress_pending is not None
+
+    def flush_progress(self) -> None:
+        """Write the report ``progress()`` held back, if any (the runner calls it after the handler)."""
+        report, self._progress_pending = self._progress_pending, None
+        if report is None:
+            return
+        self._progress_sent_at = time.monotonic()
+        from ..core.progress import report_progress
+
+        try:
+            report_progress(self.job.id, report, attempt=self.job.attempt, worker_id=self.worker_id)
+        except Exception:  # ojs-progress §4: a report never affects the job
+            logger.warning("progress of job %s not written", self.job_id, exc_info=True)
+
+    async def aheartbeat(self) -> None:
+        """``heartbeat()`` for ``async def`` handlers: the write runs in a thread, not on the loop."""
+        import asyncio
+
+        await asyncio.to_thread(self._beat)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel_reason is not None
+
+    @property
+    def cancel_reason(self) -> str | None:
+        return self._cancel_reason
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancel_reason is not None:
+            raise JobCancelled(self._cancel_reason)
+
+    def cancel(self, reason: str) -> None:
+        """Called by the worker (not by handlers): the job is no longer ours to finish."""
+        if self._cancel_reason is None:
+            self._cancel_reason = reason
+            for callback in list(self._on_cancel):
+                callback(reason)
+
+    def on_cancel(self, callback: Callable[[str], None]) -> None:
+        """Run ``callback(reason)`` when the job is cancelled (at once if it already is)."""
+        # Registered from the worker's loop thread while cancel() may run in
+        # its main thread: append first, then look. Either cancel() sees the
+        # callback or we see the reason (perhaps both: callbacks must be idempotent).
+        self._on_cancel.append(callback)
+        if self._cancel_reason is not None:
+            callback(self._cancel_reason)

@@ -1,0 +1,259 @@
+"""Handlers: the Python callables that run jobs of one OJS type.
+
+``@django_ojs.job("email.send", queue="email", retry={"max_attempts": 5})``
+registers a function for a type; its options are the defaults that
+``enqueue`` applies to jobs of that type (explicit options win). Handlers
+live in ``<app>/jobs.py``; ``DjangoOJSConfig.ready`` imports every installed
+app's ``jobs`` module, so registration happens at startup in every process
+(web and worker alike).
+
+A handler is called as ``handler(ctx, *args)``: the job context first
+(``django_ojs.handlers.context.JobContext``), then the job's ``args`` array
+spread as positional arguments. Its return value is the job's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
+
+from ..envelope import TYPE_PATTERN
+from .options import job_body
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from ..models import Job
+    from .context import JobContext
+    from .options import EnqueueOptions
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class JobHandler(Generic[P, R]):
+    """A registered handler: callable like the function it wraps, plus ``enqueue``.
+
+    Generic over the handler's parameters after ``ctx`` (``P``) and its result
+    (``R``), so type checkers check ``send_email.enqueue(...)`` against
+    ``send_email``'s own signature.
+    """
+
+    type: str
+    func: Callable[Concatenate[JobContext, P], R]
+    options: Mapping[str, Any] = field(default_factory=dict)
+    # cron=, timezone=, ... of @job: a periodic schedule for this type (code_schedules.py).
+    schedule: Mapping[str, Any] | None = None
+
+    def __call__(self, ctx: JobContext, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(ctx, *args, **kwargs)
+
+    @property
+    def is_async(self) -> bool:
+        """An ``async def`` handler: awaited on an event loop (``ojs_worker --async``) or run to completion."""
+        return inspect.iscoroutinefunction(self.func)
+
+    def invoke(self, ctx: Any, args: Sequence[Any]) -> Any:
+        """Run the handler for one job from a thread; an ``async def`` one on an event loop of its own."""
+        # The job's args are the handler's positional parameters, unchecked here.
+        func: Callable[..., Any] = self.func
+        if self.is_async:
+            return asyncio.run(func(ctx, *args))
+        return func(ctx, *args)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
+        """Enqueue a job of this type with the handler's arguments; see ``django_ojs.enqueue``.
+
+        Arguments may be given by keyword: they are placed at their position
+        in the job's ``args`` (OJS args are positional). Job options go
+        through ``using(...)``: ``send_email.using(queue="email").enqueue(...)``.
+        Keywords that name no parameter of the handler are still taken as job
+        options, as before ``using`` existed, but type checkers reject them.
+        """
+        return self.using().enqueue(*args, **kwargs)
+
+    def using(self, **options: Unpack[EnqueueOptions]) -> BoundJob[P]:
+        """These job options for the next ``enqueue`` (the handler's defaults fill the rest)."""
+        return BoundJob(self, dict(options))
+
+    def s(self, *args: Any, **options: Any) -> Any:
+        """A signature of this handler: a job to place in a workflow (``django_ojs.canvas``)."""
+        from ..canvas import Signature
+
+        return Signature(self.type, args, options)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
+        """``enqueue`` for async code (through ``sync_to_async``); see ``django_ojs.aenqueue``."""
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue)(*args, **kwargs)
+
+    @property
+    def name(self) -> str:
+        return f"{self.func.__module__}.{self.func.__qualname__}"
+
+
+@dataclass(frozen=True)
+class BoundJob(Generic[P]):
+    """``handler.using(**options)``: enqueues with those options, type-checked args."""
+
+    handler: JobHandler[P, Any]
+    options: Mapping[str, Any]
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
+        from .. import enqueue
+
+        positional, extra_options = _positional_args(self.handler.func, args, kwargs)
+        return enqueue(self.handler.type, positional, **{**extra_options, **self.options})
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(self.enqueue)(*args, **kwargs)
+
+
+def _positional_args(
+    func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The job's positional ``args`` for a call ``func(ctx, *args, **kwargs)``, and the leftover options.
+
+    Keywords that name a parameter of ``func`` are bound to their position,
+    filling skipped positions with their defaults; the others are returned
+    as job options (the untyped spelling ``enqueue(*args, queue=...)``).
+    A call that ``func`` could not accept raises ``TypeError`` here, at
+    enqueue time, rather than as a failed job later.
+    """
+    if not kwargs:
+        return list(args), {}
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # not introspectable (a builtin): keywords stay options
+        return list(args), dict(kwargs)
+    parameters = list(signature.parameters.values())[1:]  # after ctx
+    bindable = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    by_name = {k: v for k, v in kwargs.items() if k in bindable}
+    options = {k: v for k, v in kwargs.items() if k not in bindable}
+    if not by_name:
+        return list(args), options
+    bound = signature.bind(None, *args, **by_name)
+    if bound.kwargs:
+        bound.apply_defaults()
+    if bound.kwargs:
+        names = ", ".join(sorted(bound.kwargs))
+        raise TypeError(f"{func.__qualname__}: OJS args are positional; keyword-only parameters cannot be set ({names})")
+    return list(bound.args[1:]), options
+
+
+class HandlerRegistry:
+    """Job type -> handler. Registration is thread-safe; lookups are plain dict reads."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, JobHandler[..., Any]] = {}
+        self._lock = threading.Lock()
+
+    def register(
+        self,
+        job_type: str,
+        func: Callable[Concatenate[JobContext, P], R],
+        options: Mapping[str, Any] | None = None,
+        schedule: Mapping[str, Any] | None = None,
+    ) -> JobHandler[P, R]:
+        if not isinstance(job_type, str) or not TYPE_PATTERN.fullmatch(job_type):
+            raise ImproperlyConfigured(
+                f"job type {job_type!r} must be dot-separated lowercase segments like 'email.send'"
+            )
+        if not callable(func):
+            raise ImproperlyConfigured(f"the handler of {job_type!r} must be callable")
+        handler = JobHandler(job_type, func, dict(options or {}), dict(schedule) if schedule else None)
+        # Invalid defaults fail at import time, not at the first enqueue.
+        job_body(job_type, [], handler.options, where=f"options of handler {job_type!r}")
+        if handler.schedule is not None:
+            from ..code_schedules import CodeScheduleError, schedule_from_handler
+
+            try:
+                schedule_from_handler(job_type, handler.schedule, handler.options)
+            except CodeScheduleError as exc:
+                raise ImproperlyConfigured(f"the schedule of handler {job_type!r}: {exc}") from None
+        with self._lock:
+            existing = self._handlers.get(job_type)
+            if existing is not None and existing.name != handler.name:
+                raise ImproperlyConfigured(
+                    f"job type {job_type!r} already has the handler {existing.name}; "
+                    f"{handler.name} cannot register it too"
+                )
+            self._handlers[job_type] = handler
+        return handler
+
+    def unregister(self, job_type: str) -> None:
+        with self._lock:
+            self._handlers.pop(job_type, None)
+
+    def get(self, job_type: str) -> JobHandler[..., Any] | None:
+        return self._handlers.get(job_type)
+
+    def defaults(self, job_type: str) -> Mapping[str, Any]:
+        handler = self._handlers.get(job_type)
+        return handler.options if handler else {}
+
+    def types(self) -> list[str]:
+        return sorted(self._handlers)
+
+    def schedules(self) -> list[Any]:
+        """The periodic schedules the handlers declare (``@job(..., cron=...)``), as cron registrations."""
+        from ..code_schedules import schedule_from_handler
+
+        return [
+            schedule_from_handler(job_type, handler.schedule, handler.options)
+            for job_type, handler in sorted(self._handlers.items()) if handler.schedule is not None
+        ]
+
+    def unserved(self, queues: Iterable[str], default_queue: str) -> dict[str, str]:
+        """Job type -> default queue, for each handler whose jobs land where ``queues`` do not read.
+
+        Jobs enqueued with their handler's defaults would sit ``available``
+        with nobody to run them: the worker says so at start and
+        ``manage.py check`` warns (W004).
+        """
+        read = set(queues)
+        found = {}
+        for job_type, handler in sorted(self._handlers.items()):
+            queue = handler.options.get("queue") or default_queue
+            if queue not in read:
+                found[job_type] = queue
+        return found
+
+
+registry = HandlerRegistry()
+
+
+def job(
+    job_type: str, **options: Any
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], JobHandler[P, R]]:
+    """Register the decorated function as the handler of ``job_type``.
+
+    ``options`` (queue, priority, retry, timeout, visibility_timeout, tags,
+    meta, unique, expires_at, ...) become the defaults of ``enqueue`` for this
+    type. ``cron="0 * * * *"`` (with ``timezone``, ``cron_args``,
+    ``cron_name``, ``overlap_policy``, ``description``) also declares a
+    periodic schedule that the reaper syncs into the store at start. The
+    decorated name stays callable and gains ``.enqueue(*args)`` (checked
+    against the function's signature by type checkers), ``.aenqueue(*args)``
+    and ``.using(**options).enqueue(*args)``.
+    """
+    from ..code_schedules import SCHEDULE_KEYWORDS
+
+    schedule = {name: options.pop(name) for name in SCHEDULE_KEYWORDS if name in options}
+    if schedule and "cron" not in schedule:
+        raise ImproperlyConfigured(f"@job({job_type!r}): {', '.join(schedule)} need cron=")
+
+    def decorate(func: Callable[Concatenate[JobContext, P], R]) -> JobHandler[P, R]:
+        return registry.register(job_type, func, options, schedule or None)
+
+    return decorate

@@ -1,0 +1,183 @@
+"""manage.py ojs SUBCOMMAND: list and inspect jobs, move them in bulk, pause queues, see workers.
+
+Thin: arguments in, a read (``cli.reads``) or a core move (``core.bulk``,
+``Queue.objects``) out, printed as a table or, with ``--json``, as JSON.
+
+Exit codes: 0 done; 1 bad input or not found; 2 usage error; 3 not
+confirmed (a bulk move without ``--yes`` where nobody can answer, or
+answered no); 4 done in part (some matching jobs were skipped: see the
+report, run again).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...cli import output, reads
+from ...core import bulk
+from ...envelope import validate_queue_name
+from ...errors import OJSError
+from ...models import Queue
+
+NOT_CONFIRMED = 3
+PARTIAL = 4
+JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type")
+QUEUE_COLUMNS = ("name", "paused", "counts")
+WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "active_jobs", "last_heartbeat_at")
+BULK_HELP = {
+    "retry": "retry dead letter (discarded) jobs: back to available with fresh attempts",
+    "purge": "delete discarded jobs and their error history for good",
+    "cancel": "cancel unfinished jobs (active ones are told at their next heartbeat)",
+    "discard": "discard waiting jobs (scheduled, available, pending, retryable)",
+    "activate": "activate pending jobs",
+}
+
+
+class Command(BaseCommand):
+    help = "Operate the job store: list and inspect jobs, bulk moves by filter, pause/resume queues, workers."
+
+    def add_arguments(self, parser):
+        commands = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+        jobs = commands.add_parser("jobs", help="list jobs, newest first")
+        _filters(jobs)
+        jobs.add_argument("--limit", type=positive_int, default=50, help="most jobs listed (default 50)")
+        _json(jobs)
+
+        show = commands.add_parser("show", help="one job in full, with its error history")
+        show.add_argument("job_id")
+        _json(show)
+
+        for name, text in BULK_HELP.items():
+            move = commands.add_parser(name, help=text, description=text)
+            _filters(move)
+            move.add_argument("--all", action="store_true", help="no filter: every job the move can take")
+            move.add_argument("--dry-run", action="store_true", help="count the matching jobs, move nothing")
+            move.add_argument("--yes", action="store_true", help="proceed without asking")
+            move.add_argument("--limit", type=positive_int, help="look at most at this many jobs")
+            move.add_argument("--batch-size", type=positive_int, default=bulk.BATCH_SIZE,
+                              help=f"jobs per transaction (default {bulk.BATCH_SIZE})")
+            _json(move)
+
+        for name, text in (("pause", "stop workers fetching from queues"), ("resume", "let workers fetch again")):
+            queue = commands.add_parser(name, help=text)
+            queue.add_argument("queues", nargs="+", metavar="QUEUE")
+            _json(queue)
+
+        _json(commands.add_parser("queues", help="queues: paused or not, backlog and dead letter counts"))
+        workers = commands.add_parser("workers", help="registered workers and their last heartbeat")
+        workers.add_argument("--all", action="store_true", help="include workers declared dead")
+        _json(workers)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        subcommand = options["subcommand"]
+        try:
+            if subcommand in BULK_HELP:
+                self.bulk_move(subcommand, options)
+            else:
+                getattr(self, f"do_{subcommand}")(options)
+        except OJSError as error:
+            raise CommandError(error.message) from error
+
+    # -- reads -------------------------------------------------------------------------
+
+    def do_jobs(self, options: dict[str, Any]) -> None:
+        rows = reads.list_jobs(_job_filter(options), options["limit"])
+        self.emit(options, rows, lambda: output.table(rows, JOB_COLUMNS))
+
+    def do_show(self, options: dict[str, Any]) -> None:
+        job = reads.show_job(options["job_id"])
+        self.emit(options, job, lambda: output.as_json(job))
+
+    def do_queues(self, options: dict[str, Any]) -> None:
+        rows = reads.list_queues()
+        self.emit(options, rows, lambda: output.table(rows, QUEUE_COLUMNS))
+
+    def do_workers(self, options: dict[str, Any]) -> None:
+        rows = reads.list_workers(include_dead=options["all"])
+        self.emit(options, rows, lambda: output.table(rows, WORKER_COLUMNS))
+
+    # -- moves -------------------------------------------------------------------------
+
+    def do_pause(self, options: dict[str, Any]) -> None:
+        self.set_paused(options, Queue.objects.pause)
+
+    def do_resume(self, options: dict[str, Any]) -> None:
+        self.set_paused(options, Queue.objects.resume)
+
+    def set_paused(self, options: dict[str, Any], move: Any) -> None:
+        names = [validate_queue_name(name, "queue") for name in options["queues"]]
+        rows = [{"name": queue.name, "paused": queue.paused} for queue in map(move, names)]
+        self.emit(options, rows, lambda: output.table(rows, ("name", "paused")))
+
+    def bulk_move(self, name: str, options: dict[str, Any]) -> None:
+        job_filter = _job_filter(options)
+        if job_filter.empty and not options["all"]:
+            raise CommandError(
+                f"give a filter (--state, --queue, --type, --id, --error-type, --search) or --all to {name} every job"
+            )
+        selection = job_filter.selection()
+        matched = bulk.movable(selection, name).count()
+        if options["limit"] is not None:
+            matched = min(matched, options["limit"])
+        if options["dry_run"]:
+            report = {"move": name, "matched": matched, "dry_run": True}
+            self.emit(options, report, lambda: output.report_line(report, dry_run=True))
+            return
+        if not options["yes"] and matched:
+            self.confirm(name, matched)
+        progress = None if options["json"] else self.progress
+        done = bulk.bulk_move(
+            selection, name, batch_size=options["batch_size"], limit=options["limit"], on_batch=progress
+        )
+        report = {**done.to_dict(), "matched": matched}
+        self.emit(options, report, lambda: output.report_line(report))
+        if done.skipped_total:
+            raise CommandError(f"{done.skipped_total} jobs skipped; run again to retry them", returncode=PARTIAL)
+
+    def confirm(self, name: str, matched: int) -> None:
+        question = f"{name} {matched} jobs?"
+        if not sys.stdin.isatty():
+            raise CommandError(f"{question} Not confirmed: pass --yes (or --dry-run to count)", returncode=NOT_CONFIRMED)
+        answer = input(f"{question} [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            raise CommandError("not confirmed; nothing moved", returncode=NOT_CONFIRMED)
+
+    def progress(self, report: bulk.BulkReport) -> None:
+        if report.batches % 10 == 0:
+            self.stderr.write(f"  {report.moved} moved, {report.skipped_total} skipped ({report.batches} batches)")
+
+    # -- output ------------------------------------------------------------------------
+
+    def emit(self, options: dict[str, Any], value: Any, text: Any) -> None:
+        self.stdout.write(output.as_json(value) if options["json"] else text())
+
+
+def _filters(parser: Any) -> None:
+    parser.add_argument("--state", action="append", default=[], help="repeatable")
+    parser.add_argument("--queue", action="append", default=[], help="repeatable")
+    parser.add_argument("--type", action="append", default=[], help="repeatable; exact job type")
+    parser.add_argument("--id", action="append", default=[], help="repeatable; a job id")
+    parser.add_argument("--error-type", action="append", default=[], help="repeatable; the last error's type")
+    parser.add_argument("--search", default="", help="a search term as in the admin, e.g. args.user_id=42")
+
+
+def _json(parser: Any) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _job_filter(options: dict[str, Any]) -> reads.JobFilter:
+    return reads.JobFilter(
+        states=options["state"], queues=options["queue"], types=options["type"], ids=options["id"],
+        error_types=options["error_type"], search=options["search"],
+    )
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number

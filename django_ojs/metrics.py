@@ -1,0 +1,149 @@
+"""Prometheus metrics (ojs-observability §8), with ``OJS["METRICS"]`` on and the ``prometheus`` extra.
+
+Two kinds, two sources:
+
+- **Counters and histograms** are counted where things happen. The lifecycle
+  counters (``ojs_job_enqueued_total``, ``_completed``, ``_failed`` = discarded,
+  ``_retried``, ``_cancelled``, ``_expired``, ``ojs_reaper_recovered_total``)
+  come from the events signals (``django_ojs.signals``), so they count
+  committed moves only, in whichever process made them: web (PUSH, ACK over
+  HTTP), worker, reaper. The histograms ``ojs_job_duration_seconds`` and
+  ``ojs_job_queue_time_seconds`` are observed by the Python worker around
+  each execution.
+- **Gauges** about the whole store (``ojs_queue_depth``, the oldest available
+  job's age, workers by state, busy jobs) are read at scrape time with the
+  admin's bounded counts: exact up to 1,000 per queue and state, the
+  planner's estimate past that, never a full scan.
+
+Several processes: ``prometheus_client``'s multiprocess mode. Point
+``PROMETHEUS_MULTIPROC_DIR`` at one empty directory for every process of a
+host (web and ``ojs_worker``, ``ojs_reaper``), emptied at each deploy; the
+scrape endpoint sums the files. Without it, the endpoint shows the counters
+of the process that answers only (fine for one process, wrong for several).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+# ojs-observability §8.2 recommended buckets.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+QUEUE_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600)
+# At most this many queues get gauges per scrape (labels stay bounded, §8.4).
+MAX_QUEUES = 200
+
+_LABELS = ("queue", "type")
+ENQUEUED = Counter(
+    "ojs_job_enqueued", "Jobs that became available for their first attempt (scheduled ones when due).", _LABELS
+)
+COMPLETED = Counter("ojs_job_completed", "Jobs that reached completed.", _LABELS)
+FAILED = Counter("ojs_job_failed", "Jobs that reached discarded (their last attempt failed).", _LABELS)
+RETRIED = Counter("ojs_job_retried", "Failed attempts that will be retried.", _LABELS)
+CANCELLED = Counter("ojs_job_cancelled", "Jobs cancelled.", _LABELS)
+EXPIRED = Counter("ojs_job_expired", "Jobs discarded because they expired.", _LABELS)
+ATTEMPT_FAILED = Counter("ojs_job_attempt_failed", "Failed attempts, whatever followed.", _LABELS)
+RECOVERED = Counter(
+    "ojs_reaper_recovered", "Attempts the server took back: dead worker, lapsed lease, execution timeout.",
+    ("queue", "reason"),
+)
+DURATION = Histogram(
+    "ojs_job_duration_seconds", "Execution time of an attempt in the Python worker.",
+    ("queue", "type", "state"), buckets=DURATION_BUCKETS,
+)
+QUEUE_TIME = Histogram(
+    "ojs_job_queue_time_seconds", "Time from enqueue to the start of the attempt.", _LABELS, buckets=QUEUE_TIME_BUCKETS,
+)
+
+_BY_TYPE = {
+    "job.enqueued": ENQUEUED, "job.completed": COMPLETED, "job.discarded": FAILED, "job.retrying": RETRIED,
+    "job.cancelled": CANCELLED, "job.expired": EXPIRED, "job.failed": ATTEMPT_FAILED,
+}
+_RECOVERIES = {"worker_death", "visibility_timeout", "timeout"}
+
+
+def count_event(sender: Any, event: Any, **kwargs: Any) -> None:
+    """The ``ojs_event`` receiver: one committed event, one increment."""
+    counter = _BY_TYPE.get(event.type)
+    if counter is None:
+        return
+    data = event.data or {}
+    if counter is ENQUEUED and data.get("attempt"):
+        return  # back in its queue for another attempt (retry, release, recovery): not a new job
+    queue = event.queue or data.get("queue") or ""
+    counter.labels(queue, data.get("job_type", "")).inc()
+    if event.type == "job.failed":
+        kind = (data.get("error") or {}).get("type")
+        if kind in _RECOVERIES:
+            RECOVERED.labels(queue, kind).inc()
+
+
+def observe_execution(job: Any, state: str, seconds: float) -> None:
+    """One finished execution in the worker: its duration and how long it waited first."""
+    DURATION.labels(job.queue, job.type, state).observe(seconds)
+    if job.attempt == 1 and job.started_at and job.enqueued_at:
+        QUEUE_TIME.labels(job.queue, job.type).observe(max((job.started_at - job.enqueued_at).total_seconds(), 0.0))
+
+
+class StoreCollector:
+    """Gauges read from the database at scrape time, each query bounded."""
+
+    def collect(self) -> Any:
+        from .admin.stats import queue_depths
+        from .core.clock import db_now
+        from .models import Queue, Worker
+        from .states import JobState
+
+        now = db_now()
+        names = list(Queue.objects.order_by("name").values_list("name", flat=True)[:MAX_QUEUES])
+        counts, oldest = queue_depths(names)
+        depth = GaugeMetricFamily("ojs_queue_depth", "Jobs per queue and state (estimated past 1,000).",
+                                  labels=["queue", "state"])
+        busy = GaugeMetricFamily("ojs_workers_busy", "Jobs executing now, per queue.", labels=["queue"])
+        for (queue, state), tally in counts.items():
+            depth.add_metric([queue, state], tally.value)
+            if state == JobState.ACTIVE.value:
+                busy.add_metric([queue], tally.value)
+        age = GaugeMetricFamily("ojs_queue_oldest_available_age_seconds",
+                                "Age of the oldest available job per queue (0 when none waits).", labels=["queue"])
+        for queue in names:
+            at = oldest.get(queue)
+            age.add_metric([queue], max((now - at).total_seconds(), 0.0) if at else 0.0)
+        workers = GaugeMetricFamily("ojs_workers", "Registered workers by state; dead ones as \"dead\".",
+                                    labels=["state"])
+        by_state: dict[str, int] = {}
+        for state, dead in Worker.objects.values_list("state", "declared_dead_at"):
+            key = "dead" if dead else state
+            by_state[key] = by_state.get(key, 0) + 1
+        for state, value in sorted(by_state.items()):
+            workers.add_metric([state], value)
+        active = GaugeMetricFamily("ojs_workers_active", "Workers not declared dead.")
+        active.add_metric([], sum(v for k, v in by_state.items() if k != "dead"))
+        yield from (depth, busy, age, workers, active)
+
+
+def exposition() -> bytes:
+    """The text a scrape answers: this host's counters (all processes) and the store's gauges."""
+    from prometheus_client import REGISTRY
+
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from prometheus_client import multiprocess
+
+        counted = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counted, path=directory)
+    else:
+        counted = REGISTRY
+    store = CollectorRegistry(auto_describe=False)
+    store.register(StoreCollector())
+    return generate_latest(counted) + generate_latest(store)
+
+
+def enable() -> None:
+    """Connect the counters to the events signals (AppConfig.ready, with METRICS on)."""
+    from .signals import ojs_event
+
+    ojs_event.connect(count_event, dispatch_uid="django_ojs.metrics")
