@@ -8,16 +8,35 @@ are skipped on SQLite.
 from __future__ import annotations
 
 import itertools
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import connection
+from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 
 from django_ojs.conf import ojs_settings
 from django_ojs.envelope import parse_job
 
+# django_ojs.testing's fixtures (ojs_jobs, ojs_inline), as a project would load them (README, "Testing your jobs").
+pytest_plugins = ["django_ojs.testing.fixtures"]
+
 MEDIA_TYPE = "application/openjobspec+json"
+
+# Property tests (Hypothesis): "ci", the default, keeps the whole suite's share
+# to a minute or two; HYPOTHESIS_PROFILE=long searches 20 times as many examples
+# (the state machine alone then takes well over ten minutes).
+settings.register_profile(
+    "ci", max_examples=50, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "long", max_examples=1000, stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -93,6 +112,9 @@ class OJSClient:
     def delete(self, path: str, **extra: Any):
         return self._send("delete", path, **extra)
 
+    def put(self, path: str, body: Any = None, **extra: Any):
+        return self._send("put", path, body, **extra)
+
     def post_raw(self, path: str, data: bytes | str, content_type: str = MEDIA_TYPE, **extra: Any):
         """POST a body exactly as given (malformed JSON, other media types)."""
         response = self.client.generic("POST", path, data, content_type=content_type, **extra)
@@ -131,6 +153,19 @@ def spec():
 
 
 @pytest.fixture
+def postgres_cluster() -> Iterator[Any]:
+    """A started PostgreSQL cluster of the test's own, to stop and restart (``tests/throwaway_postgres.py``).
+
+    Removed after the test, pass or fail. Skipped where PostgreSQL's binaries
+    are missing, except in CI (``CI`` set), where that fails the test.
+    """
+    from tests.throwaway_postgres import cluster_for_tests
+
+    with cluster_for_tests() as cluster:
+        yield cluster
+
+
+@pytest.fixture
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
 
@@ -143,6 +178,16 @@ def _forget_known_queues():
     push._known_queues.clear()
     yield
     push._known_queues.clear()
+
+
+@pytest.fixture(autouse=True)
+def _forget_verified_keys():
+    """Each test issues its own keys; none is trusted from an earlier test's cache."""
+    from django_ojs.api.auth import key_cache
+
+    key_cache.forget()
+    yield
+    key_cache.forget()
 
 
 @pytest.fixture

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Callable
-
-import datetime as dt
 from typing import Any
 
 from django.db import connection
 from django.forms.models import model_to_dict
 
 from django_ojs.core.clock import db_now
+from django_ojs.core.workers import HeldJob
 from django_ojs.models import Event, Job, JobError
 
 
 def reload(job: Job) -> Job:
     return Job.objects.get(pk=job.pk)
+
+
+def holding(*jobs: Job) -> list[HeldJob]:
+    """The attempts a worker holds, as its heartbeat names them: (job id, attempt)."""
+    return [HeldJob(str(job.id), job.attempt) for job in jobs]
 
 
 def ago(**delta: float) -> dt.datetime:

@@ -5,15 +5,22 @@
 tests marked ``postgres`` are skipped.
 """
 
+import hashlib
 import os
+from pathlib import Path
 
 os.environ.setdefault("DATABASE_URL", os.environ.get("OJS_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ojs"))
 
-from example_project.settings import *  # noqa: E402,F401,F403
-from example_project.settings import DATABASES, OJS  # noqa: E402
+from example_project.settings import *
+from example_project.settings import DATABASES, OJS
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("OJS_TEST_SQLITE_PATH", "/tmp/django-ojs-test.sqlite3")}
+    # A file of this checkout's own: worker tests run real processes that must open the same
+    # database, and two checkouts tested at once on one machine must not share it.
+    _checkout = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:10]
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("OJS_TEST_SQLITE_PATH", f"/tmp/django-ojs-test-{_checkout}.sqlite3")
+    }
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 

@@ -161,7 +161,7 @@ def test_worker_list_follows_heartbeats_without_reloading(page, live_server):
     Worker.objects.beat("worker-7", state=WorkerState.QUIET)
 
     directive = row_of(page, "worker-7").locator("td.field-directive_status")
-    wait_until(lambda: "applied" in directive.inner_text() and "not" not in directive.inner_text(), 10,
+    wait_until(lambda: "applied" in directive.inner_text() and "not" not in directive.inner_text(), 60,
                "the directive cell to show the quiet as applied")
     assert row_of(page, "worker-7").locator("td.field-reported_state").inner_text().startswith("quiet")
     assert page.evaluate("window.ojsNotReloaded") is True
@@ -259,3 +259,150 @@ def test_quiet_a_live_worker_and_watch_it_apply(page, live_server):
         assert "Resume: 1 done." in said
         wait_until(lambda: state.inner_text().startswith("running"), 30, "the worker to run again")
         screenshot(page, "15-worker-resumed")
+
+
+def test_cron_schedules_disable_enable_and_fire_now(page, live_server):
+    from django_ojs.core.schedules import CronSpec
+    from django_ojs.models import CronJob
+
+    CronJob.objects.register(CronSpec(name="nightly-report", expression="0 3 * * *", timezone="UTC",
+                                      job_template={"type": "report.build", "args": []}))
+    page.goto(f"{live_server.url}/admin/django_ojs/cronjob/")
+    row = row_of(page, "nightly-report")
+    expect(row).to_contain_text("0 3 * * *")
+    expect(row).to_contain_text("03:00:00 UTC")
+    screenshot(page, "20-cron")
+    assert "Disable: 1 done." in run_action(page, "disable_schedules", "nightly-report")
+    expect(row_of(page, "nightly-report").locator(".ojs-paused")).to_have_text("disabled")
+    assert "Enable: 1 done." in run_action(page, "enable_schedules", "nightly-report")
+    assert "Fire now: 1 done." in run_action(page, "fire_now", "nightly-report")
+    assert Job.objects.filter(cron_name="nightly-report", type="report.build").count() == 1
+    screenshot(page, "21-cron-fired")
+
+
+def test_configure_a_queue_and_see_its_limits(page, live_server):
+    build_job("available", queue="billing")
+    page.goto(f"{live_server.url}/admin/django_ojs/queue/")
+    row_of(page, "billing").locator('a[title="configure"]').click()
+    expect(page.locator("h1")).to_have_text("Configure queue billing")
+    page.fill("#id_concurrency", "4")
+    page.fill("#id_rate_limit", "120")
+    page.fill("#id_rate_period", "PT1M")
+    page.fill("#id_max_size", "5000")
+    screenshot(page, "22-queue-configure")
+    page.click('input[name="_save"]')
+    expect(page.locator("ul.messagelist")).to_contain_text("Configure billing: done.")
+    expect(row_of(page, "billing")).to_contain_text("0 / 4 active; rate 120 per PT1M")
+    expect(row_of(page, "billing")).to_contain_text("5,000 (reject)")
+    queue = Queue.objects.get(pk="billing")
+    assert (queue.concurrency, queue.rate_limit, queue.max_size) == (4, {"limit": 120, "period": "PT1M"}, 5000)
+    assert len(Job.objects.fetch(["billing"], count=10)) == 1
+    screenshot(page, "23-queue-limits")
+
+
+def test_retry_everything_a_filter_matches_after_a_confirmation(page, live_server):
+    from tests.job_rows import insert_jobs
+
+    # More than a page (50 rows), so "Select all" is what reaches the rest.
+    insert_jobs(60, queue="flood", type="webhook.deliver")
+    insert_jobs(3, queue="calm", type="webhook.deliver")
+
+    page.goto(f"{live_server.url}/admin/django_ojs/deadletterjob/?queue=flood")
+    page.check("#action-toggle")
+    page.click("span.question a")
+    expect(page.locator("span.all")).to_contain_text("60")
+    page.select_option('select[name="action"]', "retry_jobs")
+    page.click('button[name="index"]')
+
+    expect(page.locator(".ojs-movable-count")).to_have_text("60")
+    expect(page.locator(".ojs-filter")).to_contain_text("queue=flood")
+    assert Job.objects.filter(state="discarded").count() == 63
+    screenshot(page, "13-filter-wide-retry-confirmation")
+    page.click('input[type="submit"][value="Yes, retry them all"]')
+
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        "Retry, everything matching the filter: 60 done in 1 batches."
+    )
+    assert Job.objects.filter(queue="flood", state="available").count() == 60
+    assert Job.objects.filter(queue="calm", state="discarded").count() == 3
+    screenshot(page, "14-filter-wide-retry-done")
+
+
+def test_click_through_a_failed_workflow_retry_its_step_and_cancel_it(page, live_server):
+    from django_ojs.core import workflows as workflow_store
+    from django_ojs.core.outcome import Lease
+    from django_ojs.models import Workflow
+    from django_ojs.workflows import parse
+
+    workflow = workflow_store.create(parse({"type": "chain", "name": "nightly-import", "steps": [
+        {"type": "fetch.url", "args": [], "options": {"queue": "wf"}},
+        {"type": "group", "jobs": [
+            {"type": "parse.csv", "args": [], "options": {"queue": "wf", "retry": {"max_attempts": 1}}},
+            {"type": "parse.pdf", "args": [], "options": {"queue": "wf"}},
+        ]},
+        {"type": "store.all", "args": [], "options": {"queue": "wf"}},
+    ]}, max_jobs=10, job_options=workflow_store.job_options()))
+    first = Job.objects.fetch(["wf"], worker_id="w")[0]
+    Job.objects.ack(first.id, result={"rows": 3}, lease=Lease("w"))
+    csv, pdf = Job.objects.fetch(["wf"], count=2, worker_id="w")
+    Job.objects.fail(csv.id, Failure(type="CsvError", message="line 7: bad quote", retryable=False), lease=Lease("w"))
+    Job.objects.ack(pdf.id, result="ok", lease=Lease("w"))
+
+    page.goto(f"{live_server.url}/admin/django_ojs/workflow/")
+    page.click("text=nightly-import")
+    steps = page.locator(".ojs-wf-job")
+    expect(steps).to_have_count(4)
+    expect(page.locator('.ojs-wf-job[data-path="1.0"]')).to_contain_text("CsvError line 7: bad quote")
+    expect(page.locator('.ojs-wf-job[data-path="0"]')).to_contain_text('result: {"rows": 3}')
+    expect(page.locator('.ojs-wf-job[data-path="2"]')).to_contain_text("cancelled")
+    screenshot(page, "10-workflow-failed")
+
+    # The failed step's job page links back to the workflow.
+    page.locator('.ojs-wf-job[data-path="1.0"] a:text-is("job")').click()
+    page.click(f"text={workflow.id}")
+    page.locator('.ojs-wf-job[data-path="1.0"] button:text-is("Retry from here")').click()
+    expect(page.locator("ul.messagelist")).to_contain_text("enqueued again")
+    expect(page.locator('.ojs-wf-chain > .ojs-wf-head')).to_contain_text("running")
+    assert Job.objects.filter(type="parse.csv", state="available").count() == 1
+    screenshot(page, "11-workflow-retried")
+
+    page.click('button:text-is("Cancel workflow")')
+    expect(page.locator("ul.messagelist")).to_contain_text("Workflow cancelled")
+    assert Workflow.objects.get(pk=workflow.pk).state == "cancelled"
+    assert not Job.objects.filter(state="available").exists()
+
+
+@needs_worker
+def test_a_handlers_progress_shows_live_on_the_job_page_in_the_list_and_over_http(page, live_server, tmp_path):
+    import json
+    import urllib.request
+
+    import django_ojs
+
+    from .worker_app.jobs import PROGRESS
+
+    release = tmp_path / "release"
+    job = django_ojs.enqueue(PROGRESS, [str(release)], queue="admin-e2e-progress")
+    _, secret = ApiKey.objects.issue("progress reader", ["read"])
+    with ojs_worker("admin-e2e-progress"):
+        page.goto(f"{live_server.url}/admin/django_ojs/job/{job.pk}/change/")
+        # No reload: the box refreshes itself while the job runs.
+        expect(page.locator(".ojs-progress-figure")).to_have_text("42%", timeout=60_000)
+        assert '"phase": "copying"' in page.inner_text(".ojs-progress")
+        screenshot(page, "20-job-progress-live")
+
+        request = urllib.request.Request(
+            f"{live_server.url}/ojs/v1/jobs/{job.id}/progress", headers={"Authorization": f"Bearer {secret}"}
+        )
+        with urllib.request.urlopen(request) as response:
+            body = json.loads(response.read())
+        assert (body["state"], body["progress"], body["data"]) == ("active", 0.42, {"phase": "copying", "rows": 420})
+
+        page.goto(f"{live_server.url}/admin/django_ojs/job/?q={job.id}")
+        expect(row_of(page, job.pk).locator(".field-progress_cell")).to_have_text("42%")
+
+        page.goto(f"{live_server.url}/admin/django_ojs/job/{job.pk}/change/")
+        release.touch()
+        # Completed: 100 % (ojs-progress §8.1), shown by the same live box.
+        expect(page.locator(".ojs-progress-figure")).to_have_text("100%", timeout=60_000)
+    assert Job.objects.get(pk=job.pk).state == "completed"

@@ -7,7 +7,7 @@ import re
 
 from django_ojs.admin.chart import Series, _nice_ceiling, per_minute_bars
 
-START = dt.datetime(2026, 2, 13, 11, 50, tzinfo=dt.timezone.utc)
+START = dt.datetime(2026, 2, 13, 11, 50, tzinfo=dt.UTC)
 MINUTES = [START + dt.timedelta(minutes=index) for index in range(12)]
 
 

@@ -125,6 +125,19 @@ def test_job_page_shows_timeline_error_history_and_folded_backtraces(admin_clien
     assert '&quot;tenant_id&quot;: &quot;acme&quot;' in page
 
 
+def test_a_job_page_answers_to_the_jobs_ojs_id(admin_client, make_job):
+    job = make_job("available", meta={"tenant_id": "by-uuid"})
+    make_job("available")  # another job: the id must pick the right one
+
+    page = admin_client.get(f"/admin/django_ojs/job/{job.id}/change/")
+
+    assert page.status_code == 200
+    assert str(job.id) in page.content.decode() and "by-uuid" in page.content.decode()
+    assert admin_client.get(f"/admin/django_ojs/job/{job.id}/move/cancel/").status_code != 404
+    unknown = admin_client.get("/admin/django_ojs/job/01234567-89ab-7def-8123-456789abcdef/change/", follow=True)
+    assert "doesn’t exist" in unknown.content.decode() or "does not exist" in unknown.content.decode()
+
+
 def test_job_page_shows_who_holds_an_active_job_and_until_when(admin_client, make_job, make_worker):
     make_worker("worker-under-test")
     job = make_job("active")

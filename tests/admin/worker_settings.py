@@ -2,7 +2,7 @@
 settings plus the app holding their job handlers. The database comes from
 ``DATABASE_URL``, which the tests point at their own test database."""
 
-from tests.settings import *  # noqa: F401,F403
+from tests.settings import *  # noqa: F403
 from tests.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.admin.worker_app"]

@@ -5,11 +5,15 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_ojs.api.auth import key_cache
 from django_ojs.failure import Failure
 from django_ojs.models import ApiKey, Job, Queue
 from tests.conftest import OJSClient
+from tests.waiting import PATIENCE, wait_until
 
 UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
 
@@ -124,6 +128,7 @@ def test_last_used_at_is_refreshed_at_most_once_a_minute(db):
     assert ApiKey.objects.get(pk=key.pk).last_used_at == first
     stale = timezone.now() - dt.timedelta(minutes=5)
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=stale)
+    key_cache.forget()  # the row changed behind this process's back, as if a minute had passed
     client.get("/ojs/v1/queues")
     assert ApiKey.objects.get(pk=key.pk).last_used_at > stale + dt.timedelta(minutes=4)
 
@@ -145,3 +150,44 @@ def test_the_management_command_issues_a_working_key(db):
     secret = out.getvalue().strip()
     assert OJSClient(secret).post("/ojs/v1/workers/fetch", {"queues": ["default"]}).status_code == 200
     assert OJSClient(secret).post("/ojs/v1/jobs", {"type": "a", "args": []}).status_code == 403
+
+
+# -- The verified-key cache (api/auth.py KeyCache) -------------------------------
+
+
+def test_a_key_revoked_by_another_process_stops_working_within_the_cache_time(db, ojs):
+    ojs(API_KEY_CACHE_SECONDS=0.5)
+    key, secret = ApiKey.objects.issue("k", ["read"])
+    client = OJSClient(secret)
+    assert client.get("/ojs/v1/queues").status_code == 200
+    # Another process revokes it: this one cannot know until its cache entry lapses.
+    ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+    wait_until(lambda: client.get("/ojs/v1/queues").status_code == 401, timeout=PATIENCE, what="the revocation")
+
+
+def test_a_key_revoked_in_this_process_stops_working_at_once(db, ojs):
+    ojs(API_KEY_CACHE_SECONDS=3600)
+    key, secret = ApiKey.objects.issue("k", ["read"])
+    client = OJSClient(secret)
+    assert client.get("/ojs/v1/queues").status_code == 200
+    assert ApiKey.objects.revoke([key.pk]) == 1
+    assert client.get("/ojs/v1/queues").status_code == 401
+
+
+def test_a_verified_key_costs_no_query_until_its_cache_time_is_over(db, ojs):
+    ojs(API_KEY_CACHE_SECONDS=3600)
+    _, secret = ApiKey.objects.issue("k", ["read"])
+    client = OJSClient(secret)
+    assert client.get("/ojs/v1/queues").status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/ojs/v1/queues").status_code == 200
+    assert not [q for q in queries.captured_queries if "django_ojs_apikey" in q["sql"]]
+
+
+def test_with_the_cache_off_a_revocation_anywhere_counts_at_once(db, ojs):
+    ojs(API_KEY_CACHE_SECONDS=0)
+    key, secret = ApiKey.objects.issue("k", ["read"])
+    client = OJSClient(secret)
+    assert client.get("/ojs/v1/queues").status_code == 200
+    ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+    assert client.get("/ojs/v1/queues").status_code == 401

@@ -233,7 +233,7 @@ def garbage(rng: random.Random, depth: int = 0) -> Any:
         return rng.choice([[], {}, [[[[[]]]]], {"": {"": {}}}, [None] * 50])
     if roll < 0.88:
         return [garbage(rng, depth + 1) for _ in range(rng.randint(1, 4))]
-    return {rng.choice(GARBAGE_STRINGS + ["type", "args", "queue", "id"]): garbage(rng, depth + 1)
+    return {rng.choice([*GARBAGE_STRINGS, "type", "args", "queue", "id"]): garbage(rng, depth + 1)
             for _ in range(rng.randint(1, 4))}
 
 
@@ -256,7 +256,7 @@ def test_random_garbage_never_breaks_the_server(api, world, endpoint):
     for round_ in range(120):
         body = base
         for _ in range(rng.randint(1, 3)):
-            path = rng.choice(paths_of(body) + ["x_new", "options.x_new"])
+            path = rng.choice([*paths_of(body), "x_new", "options.x_new"])
             if not path.replace(".", "").isalnum() or not isinstance(body, dict):
                 continue
             try:
@@ -301,8 +301,81 @@ def test_garbage_query_parameters_never_break_a_listing(api, world, path, names)
 def test_garbage_path_segments_never_break_an_endpoint(api, world, template, valid_names):
     """Job ids that are not UUIDs are refused; digits and dots are valid queue and cron names."""
     before = snapshot()
-    for value in GARBAGE_PARAMS + ["{" + "0" * 8 + "-0000-0000-0000-" + "0" * 12 + "}", "urn:uuid:x", "."]:
+    for value in [*GARBAGE_PARAMS, "{" + "0" * 8 + "-0000-0000-0000-" + "0" * 12 + "}", "urn:uuid:x", "."]:
         path = template.format(quote(value, safe=""))
         response = api.post(path) if template.endswith(("activate", "retry", "pause")) else api.get(path)
         assert response.status_code >= 400 or valid_names, (path, response.status_code)
     assert snapshot()["Job"] == before["Job"]
+
+
+# --- near misses: valid but for a trailing newline ------------------------------------------------
+
+JOB_ID = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+# A "$" in a pattern also matches before a final "\n": each of these was accepted
+# (and the job id then failed as a 500 when the UUID was built).
+NEWLINE_FIELDS = {
+    "push": {"id": JOB_ID, "type": "fuzz.job", "options.queue": "fuzz",
+             "options.scheduled_at": "2030-01-01T00:00:00Z", "options.expires_at": "2030-01-01T00:00:00Z"},
+    "batch": {"jobs.0.id": JOB_ID, "jobs.0.type": "fuzz.job", "jobs.0.options.queue": "fuzz"},
+    "fetch": {"queues.0": "fuzz-empty"},
+    "heartbeat": {"queues.0": "q", "started_at": "2026-01-01T00:00:00Z"},
+    "register": {"queues.0": "q", "started_at": "2026-01-01T00:00:00Z"},
+    "cron": {"name": "fuzz", "job_template.type": "a"},
+}
+
+
+@pytest.mark.parametrize("endpoint", NEWLINE_FIELDS)
+def test_a_value_valid_but_for_a_trailing_newline_is_refused_and_changes_nothing(api, world, endpoint):
+    base, _ = bodies(world)[endpoint]
+    send = []
+    for path, value in NEWLINE_FIELDS[endpoint].items():
+        for spoiled in (value + "\n", value + "\r\n"):
+            body = with_value(base, path, spoiled)
+            send.append((f"{path}={spoiled!r}", lambda p, body=body: api.post(p, body)))
+    problems = refused_without_change(api, endpoints(world)[endpoint], send)
+    assert not problems, "\n".join(problems)
+    # Each field alone, unspoiled, is accepted: the newline is what was refused.
+    assert api.post(endpoints(world)[endpoint], base).status_code < 300
+
+
+@pytest.mark.parametrize("template", ["/ojs/v1/cron/{}", "/ojs/v1/queues/{}/stats"])
+def test_a_name_in_the_path_with_a_trailing_newline_is_refused(api, world, template):
+    response = api.get(template.format(quote("existing\n", safe="")))
+    assert (response.status_code, response.json()["error"]["details"]["field"]) == (400, "name")
+
+
+def test_a_request_id_with_a_trailing_newline_is_replaced_not_echoed(api):
+    response = api.get("/ojs/v1/queues", HTTP_X_REQUEST_ID="trace-1\n")
+    assert response.status_code == 200 and response["X-Request-Id"].startswith("req_")
+
+
+# --- costly query parameters ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/ojs/v1/queues", "/ojs/v1/dead-letter", "/ojs/v1/cron"])
+def test_a_cursor_of_deeply_nested_json_is_refused(api, world, path):
+    import base64
+
+    for nested in ("[" * 100_000, '{"o":' * 50_000):
+        cursor = base64.urlsafe_b64encode(nested.encode()).decode().rstrip("=")
+        response = api.get(f"{path}?cursor={cursor}")
+        assert (response.status_code, response.json()["error"]["details"]["field"]) == (400, "cursor")
+
+
+def test_more_query_parameters_than_django_reads_are_refused_and_change_nothing(api, world):
+    # Past DATA_UPLOAD_MAX_NUMBER_FIELDS (1000) Django raises TooManyFieldsSent: once a 500.
+    query = "&".join(f"p{index}=1" for index in range(1500))
+    job = {"type": "a", "args": []}
+    assert api.get(f"/ojs/v1/queues?{query}").status_code == 400
+    problems = refused_without_change(api, f"/ojs/v1/jobs?{query}", [("PUSH", lambda p: api.post(p, job))])
+    assert not problems, "\n".join(problems)
+
+
+def test_a_cron_expression_longer_than_its_column_is_refused_and_changes_nothing(api, world):
+    # Valid, but 300 characters: the column holds 255.
+    expression = "0 0 " + ",".join(["1"] * 144) + " * *"
+    body = {"name": "long", "expression": expression, "job_template": {"type": "a", "args": []}}
+    problems = refused_without_change(api, "/ojs/v1/cron", [("300 characters", lambda p: api.post(p, body))])
+    assert not problems, "\n".join(problems)
+    body["expression"] = "0 0 " + ",".join(["1"] * 123) + " * *"  # 253 characters
+    assert api.post("/ojs/v1/cron", body).status_code == 201

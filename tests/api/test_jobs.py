@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
 import uuid
 
 import pytest
@@ -236,6 +238,51 @@ def test_a_batch_measures_each_job_in_utf_8_as_a_single_push_does(api):
     assert len(batch) > 1024 * 1024
     assert api.post_raw("/ojs/v1/jobs/batch", batch).status_code == 201
     assert Job.objects.count() == 4
+
+
+# 8.4 MB of one huge array: main once spent 577 MiB and 15 s walking it, a
+# tuple and a path string per element, before counting the jobs.
+HUGE_ARRAY = b",".join([b"0"] * 4_200_000)
+HUGE_BATCHES = {
+    "4.2 million jobs": (b'{"jobs":[' + HUGE_ARRAY + b"]}", 400, "invalid_request"),
+    "one job of 4.2 million args": (b'{"jobs":[{"type":"a","args":[' + HUGE_ARRAY + b"]}]}", 413, "payload_too_large"),
+}
+
+
+@pytest.mark.parametrize("shape", HUGE_BATCHES)
+def test_a_huge_batch_is_refused_in_memory_a_few_times_its_size(api, shape):
+    body, status, code = HUGE_BATCHES[shape]
+    tracemalloc.start()
+    try:
+        response = api.post_raw("/ojs/v1/jobs/batch", body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (response.status_code, error_of(response)["code"]) == (status, code)
+    # The parsed list itself is 4 times the body (a pointer per 2-byte element);
+    # the test client copies the body twice more.
+    assert peak < 8 * len(body), f"peak {peak / 2**20:.0f} MiB for a {len(body) / 2**20:.1f} MiB body"
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("shape", HUGE_BATCHES)
+def test_a_huge_batch_is_refused_in_a_few_times_the_time_parsing_it_takes(api, shape):
+    """Measured against the JSON parse of the same body on the same machine, so load cancels out."""
+    body, status, _ = HUGE_BATCHES[shape]
+
+    def fastest(action) -> float:
+        times = []
+        for _ in range(3):
+            began = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - began)
+        return min(times)
+
+    parse = fastest(lambda: json.loads(body))
+    answer = fastest(lambda: api.post_raw("/ojs/v1/jobs/batch", body))
+    assert api.post_raw("/ojs/v1/jobs/batch", body).status_code == status
+    # Reading, parsing and refusing it: about one parse's worth (main took 8 to 60).
+    assert answer < 4 * parse, f"answered in {answer:.2f} s; parsing alone takes {parse:.2f} s"
 
 
 @pytest.mark.parametrize("body", [{}, {"jobs": []}, {"jobs": {"type": "a"}}, {"jobs": [["a"]]}])

@@ -20,11 +20,13 @@ def test_health_answers_without_credentials(db):
     body = response.json()
     assert (body["status"], body["version"], body["backend"]["status"]) == ("ok", "1.0", "connected")
     assert body["backend"]["type"] in ("postgres", "sqlite")
+    # Binding §8.1 and openapi: an integer number of milliseconds.
+    assert type(body["backend"]["latency_ms"]) is int and body["backend"]["latency_ms"] >= 0
 
 
 def test_the_manifest_answers_without_credentials_in_both_spellings(db):
     body = OJSClient(None).get("/ojs/manifest").json()
-    assert (body["specversion"], body["ojs_version"], body["conformance_level"]) == ("1.0", "1.0", 2)
+    assert (body["specversion"], body["ojs_version"], body["conformance_level"]) == ("1.0", "1.0", 4)
     assert body["protocols"] == ["http"]
     assert body["implementation"]["language"] == "python"
     assert body["capabilities"]["events"] is True

@@ -233,6 +233,18 @@ def test_a_heartbeat_accepts_the_worker_protocols_shape_too(api, claim, body):
     assert reply["jobs_extended"] == [str(job.id)]
 
 
+def test_a_heartbeat_may_name_the_attempt_it_holds(api, claim):
+    job = claim("w1")
+    beat = {"worker_id": "w1", "active_jobs": [{"job_id": str(job.id), "attempt": 1}, {"id": str(job.id), "attempt": 2}]}
+    reply = api.post("/ojs/v1/workers/heartbeat", beat).json()
+    assert (reply["jobs_extended"], reply["jobs_lost"]) == ([str(job.id)], [str(job.id)])
+
+
+def test_a_fetch_names_at_most_a_thousand_queues(api):
+    response = api.post("/ojs/v1/workers/fetch", {"queues": [f"q{n}" for n in range(1001)]})
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, "queues")
+
+
 @pytest.mark.parametrize("directive", ["quiet", "terminate"])
 def test_a_heartbeat_answers_the_operators_directive(api, directive):
     Worker.objects.register("w1")
@@ -267,6 +279,9 @@ def test_a_heartbeat_registers_an_unknown_worker_with_what_it_says(api):
         ({"worker_id": "w", "state": "sleeping"}, "state"),
         ({"worker_id": "w", "active_jobs": "abc"}, "active_jobs"),
         ({"worker_id": "w", "active_jobs": ["not-a-uuid"]}, "active_jobs[0]"),
+        ({"worker_id": "w", "active_jobs": [{"attempt": 1}]}, "active_jobs[0].job_id"),
+        ({"worker_id": "w", "active_jobs": [{"job_id": "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "attempt": 0}]},
+         "active_jobs[0].attempt"),
         ({"worker_id": "w", "active_job_ids": 3}, "active_job_ids"),
         ({"worker_id": "w", "visibility_timeout_ms": -1}, "visibility_timeout_ms"),
         ({"worker_id": "w", "pid": -1}, "pid"),

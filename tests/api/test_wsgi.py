@@ -7,96 +7,10 @@ status codes and the media type survive a real WSGI server and socket.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-from typing import Any
 
-import pytest
-from django_ojs.models import ApiKey, Job
-from tests.helpers import database_url
+from django_ojs.models import Job
 
-REPO = Path(__file__).resolve().parents[2]
-GUNICORN = Path(sys.executable).with_name("gunicorn")
 MEDIA_TYPE = "application/openjobspec+json"
-
-
-def free_port() -> int:
-    for port in range(8300, 8400):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 8300-8399")
-
-
-class Wire:
-    def __init__(self, base: str, key: str):
-        self.base, self.key = base, key
-
-    def send(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
-             headers: dict[str, str] | None = None, key: bool = True):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
-            request.add_header("Content-Type", MEDIA_TYPE)
-        if key:
-            request.add_header("Authorization", f"Bearer {self.key}")
-        for name, value in (headers or {}).items():
-            request.add_header(name, value)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, response.headers, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.headers, error.read()
-
-
-@pytest.fixture
-def wire(transactional_db):
-    _, key = ApiKey.objects.issue("wire", ["admin"])
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "example_project.settings",
-           "OJS_AUTH_REQUIRED": "true", "OJS_TEST_HOOKS": "false", "OJS_LOG_LEVEL": "WARNING"}
-    log = tempfile.TemporaryFile()
-    server = subprocess.Popen(
-        [str(GUNICORN), "--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "60",
-         "example_project.wsgi:application"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    client = Wire(f"http://127.0.0.1:{port}", key)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, _tail(log)
-            try:
-                if client.send("GET", "/ojs/v1/health", key=False)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "gunicorn did not answer within 60 s\n" + _tail(log)
-            time.sleep(0.1)
-        yield client
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(30)
-        log.close()
-
-
-def _tail(log) -> str:
-    log.seek(0)
-    return log.read()[-3000:].decode(errors="replace")
 
 
 def test_push_over_the_wire_carries_the_binding_headers(wire):
@@ -138,3 +52,86 @@ def test_a_worker_round_trip_over_the_wire(wire):
     assert (status, json.loads(body)["state"]) == (200, "completed")
     status, _, body = wire.send("POST", "/ojs/v1/workers/ack", {"job_id": job_id})
     assert (status, json.loads(body)["error"]["details"]["current_state"]) == (409, "completed")
+
+
+def _error_response(status: int, headers, body: bytes) -> dict:
+    assert (headers["Content-Type"], headers["OJS-Version"]) == (MEDIA_TYPE, "1.0"), (status, body[:300])
+    error = json.loads(body)["error"]
+    assert error["request_id"] == headers["X-Request-Id"]
+    return error
+
+
+def test_every_unknown_path_under_ojs_gets_the_error_body(wire):
+    # "%0A" once slipped past the catch-all route to Django's HTML 404.
+    for path in ["/ojs/v1/no%0Asuch", "/ojs/%0A", "/ojs/v1/jobs%0A", "/ojs/v1/%0A/x", "/ojs/v1/%FF%FE",
+                 "/ojs/v1/%00", "/ojs/v1/jobs/a/b/c", "/ojs/%0D%0Ax", "/ojs/v1/queues%0A/stats"]:
+        for method in ("GET", "POST", "DELETE"):
+            status, headers, body = wire.send(method, path, {} if method == "POST" else None)
+            assert (status, _error_response(status, headers, body)["code"]) == (404, "not_found"), (method, path)
+
+
+ACCEPTS = [None, "*/*", "application/json", "text/plain", "text/html", "application/xml", "image/*",
+           "garbage;;;q=x", "text/html;q=0.9, application/json;q=0.8, */*;q=0.1", MEDIA_TYPE,
+           "application/openjobspec+protobuf"]
+
+
+def test_every_accept_header_is_served_in_the_binding_media_type(wire):
+    """ojs-http-binding §4.3: the server answers in its media type whatever the Accept."""
+    for accept in ACCEPTS:
+        headers = {"Accept": accept} if accept else {}
+        status, got, body = wire.send("POST", "/ojs/v1/jobs", {"type": "a", "args": [accept]}, headers=headers)
+        assert (status, got["Content-Type"]) == (201, MEDIA_TYPE), (accept, body[:300])
+        job_id = json.loads(body)["job"]["id"]
+        status, got, body = wire.send("GET", f"/ojs/v1/jobs/{job_id}?format=api", headers=headers)
+        assert (status, got["Content-Type"], json.loads(body)["job"]["args"]) == (200, MEDIA_TYPE, [accept])
+        status, got, body = wire.send("GET", "/ojs/v1/jobs/not-a-uuid", headers=headers)
+        assert (status, _error_response(status, got, body)["code"]) == (400, "invalid_request"), accept
+        status, got, body = wire.send("GET", "/ojs/v1/health", headers=headers, key=False)
+        assert (status, got["Content-Type"]) == (200, MEDIA_TYPE), accept
+    assert Job.objects.count() == len(ACCEPTS)
+
+
+def _announce(method: str, path: str, length: int, *, key: str | None = None) -> bytes:
+    """Request headers announcing a body of ``length`` bytes, none of which follows."""
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Type: {MEDIA_TYPE}",
+             f"Content-Length: {length}"]
+    if key:
+        lines.append(f"Authorization: Bearer {key}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _parse_raw(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line.split()[1]), headers, body
+
+
+def test_a_method_no_view_serves_is_refused_before_the_body_arrives(wire):
+    """A slow client announcing a large body must not hold a server thread where nothing reads it.
+
+    The body never comes: the server answers from the headers alone (before,
+    it waited for all 10 MB, for as long as the client cared to take).
+    """
+    for path, key in [("/ojs/v1/health", None), ("/ojs/manifest", None), ("/ojs/v1/queues", wire.key),
+                      ("/ojs/v1/queues", None), ("/ojs/v1/queues/default/stats", wire.key)]:
+        status, headers, body = _parse_raw(wire.raw(_announce("POST", path, 10_000_000, key=key)))
+        assert status == 405, (path, body[:300])
+        assert headers["content-type"] == MEDIA_TYPE and "POST" not in headers["allow"]
+        assert json.loads(body)["error"]["code"] == "method_not_allowed"
+
+
+def test_get_head_and_delete_do_not_wait_for_an_announced_body(wire):
+    _, _, body = wire.send("POST", "/ojs/v1/jobs", {"type": "a", "args": []})
+    job_id = json.loads(body)["job"]["id"]
+    for method, path, expected in [("GET", "/ojs/v1/queues", 200), ("HEAD", "/ojs/v1/queues", 200),
+                                   ("GET", "/ojs/v1/health", 200),
+                                   ("GET", f"/ojs/v1/jobs/{job_id}", 200), ("DELETE", f"/ojs/v1/jobs/{job_id}", 200),
+                                   ("GET", "/ojs/v1/no/such/path", 404)]:
+        status, headers, body = _parse_raw(wire.raw(_announce(method, path, 10_000_000, key=wire.key)))
+        assert status == expected, (method, path, body[:300])
+        assert headers["content-type"] == MEDIA_TYPE
+    assert Job.objects.get(id=job_id).state == "cancelled"

@@ -5,7 +5,7 @@ Starts the example project under gunicorn with ``OJS["TEST_HOOKS"]`` on (for
 creates an admin API key, and runs ``../shared/conformance/run.py``. Usable
 from pytest (tests/conformance/test_conformance.py) and from the shell:
 
-    python -m tests.conformance.harness --database postgres --level 0-2
+    python -m tests.conformance.harness --database postgres --level 0-4
 """
 
 from __future__ import annotations
@@ -52,21 +52,27 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def fresh_database(kind: str) -> Iterator[str]:
-    """A new, empty database for one run; dropped afterwards."""
+def fresh_database(
+    kind: str, *, prefix: str = "ojs_conformance", admin_url: str = POSTGRES_ADMIN_URL
+) -> Iterator[str]:
+    """A new, empty database named ``<prefix>_<random>`` for one run; dropped afterwards.
+
+    ``admin_url`` names the PostgreSQL server and a database to connect to for
+    CREATE/DROP DATABASE; that database itself is never touched.
+    """
     if kind == "sqlite":
         with tempfile.TemporaryDirectory(prefix="ojs-conformance-") as directory:
             yield f"sqlite:///{directory}/conformance.sqlite3"
         return
     import psycopg
 
-    name = f"ojs_conformance_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_libpq(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_libpq(admin_url), autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        with psycopg.connect(_libpq(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+        with psycopg.connect(_libpq(admin_url), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -119,7 +125,7 @@ def running_stack(database_url: str, log_dir: Path) -> Iterator[Stack]:
             log.close()
 
 
-def _wait_until_up(health_url: str, timeout: float = 30.0) -> None:
+def _wait_until_up(health_url: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -131,23 +137,37 @@ def _wait_until_up(health_url: str, timeout: float = 30.0) -> None:
     raise RuntimeError(f"the server did not answer {health_url} within {timeout}s")
 
 
-def run_suites(stack: Stack, runner_dir: Path, level: str, report: Path) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable, str(runner_dir / "run.py"),
-        "--url", stack.url,
-        "--level", level,
-        "--header", f"Authorization: Bearer {stack.api_key}",
-        "--reset-url", f"{stack.url}/ojs/v1/_test/reset",
-        "--xfail", str(EXPECTED_FAILURES),
-        "--json", str(report),
-    ]
-    return subprocess.run(command, capture_output=True, text=True)
+def run_suites(stack: Stack, runner_dir: Path, levels: str, report: Path) -> subprocess.CompletedProcess:
+    """Run the suites of ``levels``: one range (``0-2``) or several (``0-2,4``).
+
+    run.py takes one range per run, so each range is a run of its own against
+    the same server (each case resets the store first), with its own report
+    (``report-0-2.json``); the result fails if any run fails.
+    """
+    runs = []
+    for level in levels.split(","):
+        command = [
+            sys.executable, str(runner_dir / "run.py"),
+            "--url", stack.url,
+            "--level", level,
+            "--header", f"Authorization: Bearer {stack.api_key}",
+            "--reset-url", f"{stack.url}/ojs/v1/_test/reset",
+            "--xfail", str(EXPECTED_FAILURES),
+            "--json", str(report.with_name(f"{report.stem}-{level}{report.suffix}")),
+        ]
+        runs.append(subprocess.run(command, capture_output=True, text=True))
+    return subprocess.CompletedProcess(
+        runs[0].args,
+        max(run.returncode for run in runs),
+        "".join(run.stdout for run in runs),
+        "".join(run.stderr for run in runs),
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres")
-    parser.add_argument("--level", default="0-2")
+    parser.add_argument("--level", default="0-4", help="ranges, comma-separated: 0-2,4")
     parser.add_argument("--artifacts", type=Path, default=ROOT / "test-artifacts" / "conformance")
     args = parser.parse_args()
     runner_dir = conformance_dir()

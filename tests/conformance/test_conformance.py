@@ -1,4 +1,4 @@
-"""The public OJS conformance suites, levels 0-2, against gunicorn + ojs_reaper.
+"""The public OJS conformance suites, levels 0-4, against gunicorn + ojs_reaper.
 
 Slow (the cron cases wait for real minute boundaries): marked
 ``conformance``, run by ``tox -e conformance``. Any failure outside
@@ -15,9 +15,11 @@ from .harness import ROOT, conformance_dir, fresh_database, run_suites, running_
 
 pytestmark = pytest.mark.conformance
 
+LEVELS = "0-4"
+
 
 @pytest.mark.parametrize("database", ["postgres", "sqlite"])
-def test_levels_0_to_2(database):
+def test_levels_0_to_4(database):
     runner_dir = conformance_dir()
     if runner_dir is None:
         message = "the OJS conformance suites are not at ../shared/conformance (set OJS_CONFORMANCE_DIR)"
@@ -26,7 +28,7 @@ def test_levels_0_to_2(database):
         pytest.skip(message)
     artifacts = ROOT / "test-artifacts" / "conformance" / database
     with fresh_database(database) as database_url, running_stack(database_url, artifacts) as stack:
-        result = run_suites(stack, runner_dir, "0-2", artifacts / "report.json")
+        result = run_suites(stack, runner_dir, LEVELS, artifacts / "report.json")
     summary = (result.stdout + result.stderr).strip()
     print(summary)
     assert result.returncode == 0, summary

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from django_ojs.core.outcome import Lease
@@ -107,47 +105,3 @@ def test_a_double_ack_is_refused_and_keeps_the_first_result(claim):
         Job.objects.ack(job.id, result=2)
     assert raised.value.current_state == "completed"
     assert reload(job).result == 1
-
-
-# --- ack_many (the in-process worker's batched completions) ----------------------------
-
-
-def test_ack_many_completes_held_leases_and_refuses_lost_ones(claim):
-    held = claim("w1")
-    held_without_result = claim("w1")
-    owned_by_other = claim("w2")
-    reaped = claim("w1")
-    update(reaped, lease_expires_at=ago(seconds=1))
-    Job.objects.requeue_lapsed(10)
-    missing = uuid.uuid4()
-    done, refused = Job.objects.ack_many([
-        (held.id, Lease(worker_id="w1", attempt=1), {"n": 1}),
-        (held_without_result.id, Lease(worker_id="w1"), None),
-        (owned_by_other.id, Lease(worker_id="w1"), "stolen"),
-        (reaped.id, Lease(worker_id="w1", attempt=1), "late"),
-        (missing, Lease(worker_id="w1"), None),
-    ])
-    assert sorted(str(job.id) for job in done) == sorted([str(held.id), str(held_without_result.id)])
-    assert sorted(refused) == sorted([str(owned_by_other.id), str(reaped.id), str(missing)])
-    assert (reload(held).state, reload(held).result) == ("completed", {"n": 1})
-    assert (reload(held_without_result).state, reload(held_without_result).result) == ("completed", None)
-    assert (reload(owned_by_other).state, reload(owned_by_other).result) == ("active", None)
-    assert reload(reaped).state == "available"
-
-
-@pytest.mark.parametrize("result", ["text", "", 0, False, [1], {"a": None}])
-def test_ack_many_stores_any_json_result(claim, result):
-    job = claim("w1")
-    Job.objects.ack_many([(job.id, Lease(worker_id="w1"), result)])
-    assert reload(job).result == result
-
-
-def test_ack_many_refuses_an_older_attempt(claim):
-    job = claim("w1")
-    done, refused = Job.objects.ack_many([(job.id, Lease(worker_id="w1", attempt=0), None)])
-    assert (done, refused) == ([], [str(job.id)])
-    assert reload(job).state == "active"
-
-
-def test_ack_many_of_nothing_does_nothing(db):
-    assert Job.objects.ack_many([]) == ([], [])

@@ -6,7 +6,6 @@ import datetime as dt
 import functools
 from collections import Counter
 
-
 from django_ojs.core.clock import db_now
 from django_ojs.models import Job, JobError, Queue
 from tests.helpers import ago, event_types, history, race, reload
@@ -31,6 +30,26 @@ def test_a_multi_job_fetch_drains_the_first_queue_before_the_next(push):
     for name in ("b", "a", "b", "a"):
         push(args=[name], options={"queue": f"queue-{name}"})
     assert fetched_args(["queue-a", "queue-b"], count=3) == [["a"], ["a"], ["b"]]
+
+
+def test_a_fetch_over_many_empty_queues_costs_a_constant_number_of_statements(push, is_postgres):
+    """A worker naming a thousand queues used to pay a locked probe per queue (4.6 s).
+
+    The first queue is probed directly; when it does not fill the claim,
+    one statement finds the queues with work, in the order given, paused
+    queues left out.
+    """
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    push(args=["late"], options={"queue": "q-0998"})
+    push(args=["paused"], options={"queue": "q-0500"})
+    Queue.objects.pause("q-0500")
+    names = [f"q-{n:04d}" for n in range(1000)]
+    with CaptureQueriesContext(connection) as queries:
+        assert fetched_args(names, count=2) == [["late"]]
+    if is_postgres:
+        assert len(queries) < 15, [query["sql"][:120] for query in queries]
 
 
 def test_priority_high_to_low_then_first_in_first_out(push):

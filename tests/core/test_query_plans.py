@@ -92,3 +92,16 @@ def test_the_reapers_scans_read_their_partial_index(state, column, operation, in
     plan = plan_of(statement)
     assert index in plan, plan
     assert "Seq Scan on django_ojs_job" not in plan, plan
+
+
+def test_a_unique_push_finds_the_holder_through_the_unique_index():
+    from django_ojs.core.unique import holds_key
+
+    # A long history of jobs that once held keys, all of them released.
+    fill("completed", BACKLOG, finished_at="now()", unique_key="md5(g::text)", unique_states="',available,'")
+    sql, params = Job.objects.filter(holds_key(), unique_key="a" * 64).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "ojs_job_unique_key" in plan, plan
+    assert "Seq Scan" not in plan, plan

@@ -15,7 +15,7 @@ from django_ojs.durations import (
     to_millis,
 )
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 td = dt.timedelta
 
 
@@ -43,6 +43,7 @@ def test_iso_and_short_durations(text, expected):
 
 @pytest.mark.parametrize("text", [
     "", "P", "PT", "1", "PT1", "T1S", "P1S", "PT-1S", "1d", "1 s", "PT1S junk", "P99999999999Y", None, 5, ["PT1S"],
+    "PT١S", "２s",  # digits of other scripts
 ])
 def test_malformed_durations_are_value_errors(text):
     with pytest.raises(ValueError):
@@ -90,6 +91,8 @@ def test_rfc3339_timestamps_are_read_as_utc(text, expected):
     "9999-12-31T23:59:59-01:00",  # after year 9999 in UTC
     "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
     "+P99999999D",  # "now" plus that is after year 9999
+    "2026-03-15T09:30:00Z\n",  # "$" would match before the newline
+    "２０２６-03-15T09:30:00Z",
     "",
     None,
     1773567000,

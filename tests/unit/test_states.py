@@ -39,13 +39,15 @@ SECTION_6_3_EXTRA = [
     (S.RETRYABLE, S.CANCELLED),
     (S.ACTIVE, S.AVAILABLE),
 ]
-# ojs-core §5.2 expires_at ("MUST transition the job to discarded") and the
-# operator's discard of a waiting job: the only pairs beyond §6.3/§6.4.
+# ojs-core §5.2 expires_at ("MUST transition the job to discarded"), the
+# operator's discard of a waiting job, and a rate limit's on_limit
+# "reschedule" (ojs-rate-limiting §6.2): the only pairs beyond §6.3/§6.4.
 EXPIRY_AND_DISCARD = [
     (S.SCHEDULED, S.DISCARDED),
     (S.AVAILABLE, S.DISCARDED),
     (S.PENDING, S.DISCARDED),
     (S.RETRYABLE, S.DISCARDED),
+    (S.AVAILABLE, S.SCHEDULED),
 ]
 
 # ojs-core §6.4, "Invalid Transitions (examples)".

@@ -8,8 +8,8 @@ import pytest
 
 from django_ojs.errors import InvalidRequest
 from django_ojs.failure import MAX_BACKTRACE_CHARS, MAX_BACKTRACE_FRAMES
+from django_ojs.handlers.options import job_body
 from django_ojs.worker import failures
-from django_ojs.worker.options import job_body
 from django_ojs.worker.signals import pid1_problem
 from django_ojs.worker.waker import Waker
 
@@ -62,7 +62,7 @@ def test_runtime_failures():
 
 
 def test_python_option_values_become_envelope_values():
-    when = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     spec = job_body("a.b", [1], {"timeout": dt.timedelta(minutes=2), "scheduled_at": when, "meta": {"k": 1}})
     assert spec.timeout == dt.timedelta(minutes=2)
     assert spec.scheduled_at == when and spec.meta == {"k": 1}
@@ -86,8 +86,8 @@ def test_waker_wakes_a_waiting_loop_and_coalesces():
     waker = Waker()
     threading.Timer(0.05, waker.wake).start()
     started = time.monotonic()
-    waker.wait(5)
-    assert time.monotonic() - started < 2
+    waker.wait(120)
+    assert time.monotonic() - started < 60  # woken, not timed out
     for _ in range(1000):
         waker.wake()  # one byte written, not a thousand
     waker.wait(0)

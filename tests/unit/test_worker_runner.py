@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from django_ojs.core.outcome import Lease
-from django_ojs.worker.context import JobContext
+from django_ojs.handlers.context import JobContext
+from django_ojs.handlers.registry import HandlerRegistry
 from django_ojs.worker.execution import Execution, Runner
-from django_ojs.worker.registry import HandlerRegistry
 
 pytestmark = pytest.mark.django_db
 

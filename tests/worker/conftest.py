@@ -12,28 +12,16 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.db import connection
 
+from tests.waiting import PATIENCE, wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.postgres
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 class Process:
@@ -53,7 +41,7 @@ class Process:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_for_output(self, pattern: str, timeout: float = 20) -> re.Match:
+    def wait_for_output(self, pattern: str, timeout: float = PATIENCE) -> re.Match:
         return wait_until(lambda: re.search(pattern, self.output), timeout, f"{pattern!r} in the output of {self.args[0]}")
 
     def send(self, signum: int) -> None:
@@ -109,6 +97,25 @@ def worker(processes) -> Callable[..., Process]:
         return process
 
     return start
+
+
+def heartbeats_pass(count: int = 2) -> None:
+    """Wait until the one registered worker has sent ``count`` more heartbeats.
+
+    Time measured by the worker's own clock, not the wall's: on a loaded
+    machine a second of wall time may be no time at all for the worker.
+    """
+    from django_ojs.models import Worker
+
+    seen = [Worker.objects.values_list("last_heartbeat_at", flat=True).get()]
+
+    def advanced() -> bool:
+        latest = Worker.objects.values_list("last_heartbeat_at", flat=True).get()
+        if latest != seen[-1]:
+            seen.append(latest)
+        return len(seen) > count
+
+    wait_until(advanced, PATIENCE, f"{count} more heartbeats")
 
 
 @pytest.fixture

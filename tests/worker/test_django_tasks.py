@@ -7,7 +7,7 @@ import datetime as dt
 import django
 import pytest
 
-from .conftest import wait_until
+from .conftest import PATIENCE, wait_until
 
 pytestmark = [
     pytest.mark.postgres,
@@ -42,7 +42,7 @@ def test_tasks_run_on_the_worker_and_report_back(worker):
 
     worker()
     for result in (summed, failed, contextual):
-        wait_until(finished(result), 15, f"task {result.task.name} to finish")
+        wait_until(finished(result), PATIENCE, f"task {result.task.name} to finish")
 
     assert summed.status == TaskResultStatus.SUCCESSFUL and summed.return_value == 5
     assert summed.attempts == 1 and summed.worker_ids[0]

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 import django_ojs
 from django_ojs.errors import InvalidRequest
+from django_ojs.handlers import middleware as mw
 from django_ojs.models import Job
-from django_ojs.worker import middleware as mw
 
 from .probe.models import Order
 
@@ -58,9 +58,26 @@ def test_options_accept_python_values_and_handler_defaults_apply():
         assert job.timeout == dt.timedelta(seconds=90)
         assert job.state == "scheduled" and abs(job.scheduled_at - later) < dt.timedelta(milliseconds=1)
     finally:
-        from django_ojs.worker.registry import registry
+        from django_ojs.handlers.registry import registry
 
         registry.unregister("probe.defaults")
+
+
+@pytest.mark.django_db
+def test_scheduled_at_and_expires_at_take_a_timedelta_from_now():
+    before = timezone.now()
+    job = django_ojs.enqueue("probe.record", [0], scheduled_at=dt.timedelta(minutes=5),
+                             expires_at=dt.timedelta(hours=2))
+    after = timezone.now()
+    job.refresh_from_db()
+    assert job.state == "scheduled"
+    # Resolved against the database clock, which may differ from ours by a little.
+    slack = dt.timedelta(seconds=5)
+    assert before + dt.timedelta(minutes=5) - slack <= job.scheduled_at <= after + dt.timedelta(minutes=5) + slack
+    assert before + dt.timedelta(hours=2) - slack <= job.expires_at <= after + dt.timedelta(hours=2) + slack
+    with pytest.raises(InvalidRequest) as raised:
+        django_ojs.enqueue("probe.record", [0], scheduled_at=dt.timedelta(seconds=-1))
+    assert raised.value.field == "scheduled_at"
 
 
 @pytest.mark.django_db
@@ -113,3 +130,24 @@ def test_enqueue_middleware_may_not_change_the_id(enqueue_middleware):
     with pytest.raises(InvalidRequest, match="ids are immutable"):
         django_ojs.enqueue("probe.record")
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_using_sets_options_and_keywords_fill_positions():
+    @django_ojs.job("probe.typed", queue="mail")
+    def handler(ctx, to, subject="Hi", urgent=False):
+        return None
+
+    try:
+        job = handler.using(queue="urgent", priority=3, tags=["t"]).enqueue("a@x", urgent=True)
+        assert (job.queue, job.priority, job.tags, job.args) == ("urgent", 3, ["t"], ["a@x", "Hi", True])
+        assert handler.enqueue(to="b@x", subject="S").args == ["b@x", "S"]
+        # The older spelling, options as keywords beside the args, still works.
+        assert handler.enqueue("c@x", priority=2).priority == 2
+        with pytest.raises(TypeError):
+            handler.enqueue("a@x", to="b@x")
+        assert Job.objects.count() == 3
+    finally:
+        from django_ojs.handlers.registry import registry
+
+        registry.unregister("probe.typed")

@@ -7,13 +7,13 @@ import pytest
 import django_ojs
 from django_ojs.models import Job, JobError
 
-from .conftest import wait_until
+from .conftest import PATIENCE, wait_until
 from .probe.models import Execution
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
-def settled(job, state: str, timeout: float = 10) -> Job:
+def settled(job, state: str, timeout: float = PATIENCE) -> Job:
     wait_until(lambda: Job.objects.filter(id=job.id, state=state).exists(), timeout, f"job to be {state}")
     return Job.objects.get(id=job.id)
 
@@ -48,7 +48,8 @@ def test_backtraces_can_be_omitted(worker):
 
 def test_a_timed_out_job_fails_and_its_thread_keeps_the_slot_until_it_returns(worker):
     worker("--concurrency", "1")
-    slow = django_ojs.enqueue("probe.record", [2.5], timeout=1, retry={"max_attempts": 1})
+    # Overruns its 1 s timeout by far, so the worker sees it overrun even on a loaded machine.
+    slow = django_ojs.enqueue("probe.record", [6.0], timeout=1, retry={"max_attempts": 1})
     quick = django_ojs.enqueue("probe.record", [0])
 
     error = JobError.objects.get(job=settled(slow, "discarded"))

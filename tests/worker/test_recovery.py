@@ -10,7 +10,7 @@ import pytest
 import django_ojs
 from django_ojs.models import Job, JobError, Worker
 
-from .conftest import wait_until
+from .conftest import PATIENCE, wait_until
 from .probe.models import Execution
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -20,22 +20,22 @@ FAST_DEATH = {"OJS_HEARTBEAT_TIMEOUT": "2"}
 
 def test_sigkill_mid_job_recovers_the_jobs_and_another_worker_completes_them(worker, reaper):
     doomed = worker(env=FAST_DEATH)
-    jobs = [django_ojs.enqueue("probe.record", [0.1, 60]) for _ in range(3)]
-    wait_until(lambda: Execution.objects.count() == 3, 10, "3 running jobs")
+    jobs = [django_ojs.enqueue("probe.record", [0.1, 3600]) for _ in range(3)]
+    wait_until(lambda: Execution.objects.count() == 3, PATIENCE, "3 running jobs")
     reaper(env=FAST_DEATH)
 
     doomed.send(signal.SIGKILL)
     killed = time.monotonic()
-    doomed.wait(timeout=5)
-    wait_until(lambda: Job.objects.filter(state="available").count() == 3, 15, "the reaper to recover the jobs")
+    doomed.wait(timeout=PATIENCE)
+    wait_until(lambda: Job.objects.filter(state="available").count() == 3, PATIENCE, "the reaper to recover the jobs")
     recovery_seconds = time.monotonic() - killed
-    assert not Worker.objects.filter(pid=doomed.pid).exists()
+    assert Worker.objects.get(pid=doomed.pid).declared_dead_at is not None
     for job in jobs:
         [error] = JobError.objects.filter(job_id=job.seq)
         assert (error.type, error.attempt) == ("worker_death", 1)
 
     rescuer = worker(env=FAST_DEATH)
-    wait_until(lambda: Job.objects.filter(state="completed").count() == 3, 15, "the jobs to complete")
+    wait_until(lambda: Job.objects.filter(state="completed").count() == 3, PATIENCE, "the jobs to complete")
     for job in jobs:
         job.refresh_from_db()
         assert job.attempt == 2  # the lost attempt was counted
@@ -48,8 +48,9 @@ def test_sigkill_mid_job_recovers_the_jobs_and_another_worker_completes_them(wor
 def test_heartbeats_keep_a_job_longer_than_its_visibility_timeout(worker, reaper):
     reaper()
     worker()
-    job = django_ojs.enqueue("probe.record", [4.0], visibility_timeout=1)
-    wait_until(lambda: Job.objects.filter(id=job.id, state="completed").exists(), 15, "the long job to complete")
+    # Beats every 0.5 s against a 3 s lease: six chances per lease, for a loaded machine.
+    job = django_ojs.enqueue("probe.record", [8.0], visibility_timeout=3)
+    wait_until(lambda: Job.objects.filter(id=job.id, state="completed").exists(), PATIENCE, "the long job to complete")
     job.refresh_from_db()
     assert job.attempt == 1
     assert not JobError.objects.filter(job=job).exists()
@@ -60,14 +61,14 @@ def test_without_heartbeats_the_same_job_would_have_been_requeued(worker, reaper
     """The control for the test above: heartbeats slower than the visibility timeout lose the lease."""
     reaper()
     worker("--heartbeat-interval", "30")
-    job = django_ojs.enqueue("probe.record", [0.1, 4.0], visibility_timeout=1)
-    wait_until(lambda: JobError.objects.filter(job=job).exists(), 10, "the lease to expire")
+    job = django_ojs.enqueue("probe.record", [0.1, 8.0], visibility_timeout=3)
+    wait_until(lambda: JobError.objects.filter(job=job).exists(), PATIENCE, "the lease to expire")
     assert JobError.objects.get(job=job).type == "visibility_timeout"
 
 
 def test_ctx_heartbeat_extends_the_lease_between_regular_beats(worker, reaper):
     reaper()
     worker("--heartbeat-interval", "30")
-    job = django_ojs.enqueue("probe.heartbeat", [3.0], visibility_timeout=1)
-    wait_until(lambda: Job.objects.filter(id=job.id, state="completed").exists(), 15, "the job to complete")
+    job = django_ojs.enqueue("probe.heartbeat", [6.0], visibility_timeout=3)
+    wait_until(lambda: Job.objects.filter(id=job.id, state="completed").exists(), PATIENCE, "the job to complete")
     assert not JobError.objects.filter(job=job).exists()

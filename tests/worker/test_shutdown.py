@@ -14,7 +14,7 @@ import pytest
 import django_ojs
 from django_ojs.models import Job, JobError, Worker
 
-from .conftest import wait_until
+from .conftest import PATIENCE, wait_until
 from .probe.models import Execution
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -25,18 +25,18 @@ def runs_of(job) -> list[Execution]:
 
 
 def test_sigterm_lets_running_jobs_finish_then_exits_cleanly(worker):
-    process = worker("--concurrency", "10", "--grace-period", "20")
+    # A grace period far longer than the jobs: they finish within it however busy the machine.
+    process = worker("--concurrency", "10", "--grace-period", "120")
     jobs = [django_ojs.enqueue("probe.record", [2.0]) for _ in range(5)]
-    wait_until(lambda: Execution.objects.count() == 5, 10, "5 running jobs")
+    wait_until(lambda: Execution.objects.count() == 5, PATIENCE, "5 running jobs")
 
     signalled, signalled_wall = time.monotonic(), time.time()
     process.send(signal.SIGTERM)
-    status = process.wait(timeout=20)
+    status = process.wait(timeout=300)
     drain_seconds, exited_wall = time.monotonic() - signalled, time.time()
 
     assert status == 0, process.output
-    assert drain_seconds < 20
-    for job in jobs:
+    for job in jobs:  # let finish, not failed by the grace period
         job.refresh_from_db()
         assert job.state == "completed" and job.attempt == 1
         [run] = runs_of(job)  # exactly one execution, which finished
@@ -53,24 +53,22 @@ def test_sigterm_lets_running_jobs_finish_then_exits_cleanly(worker):
 
 
 def test_sigint_is_a_graceful_shutdown_too(worker):
-    process = worker("--grace-period", "20")
+    process = worker("--grace-period", "120")
     job = django_ojs.enqueue("probe.record", [1.0])
-    wait_until(lambda: Execution.objects.exists(), 10, "the job to start")
+    wait_until(lambda: Execution.objects.exists(), PATIENCE, "the job to start")
     process.send(signal.SIGINT)
-    assert process.wait(timeout=20) == 0
+    assert process.wait(timeout=300) == 0
     job.refresh_from_db()
     assert job.state == "completed"
 
 
 def test_jobs_outliving_the_grace_period_fail_with_shutdown_error_and_run_again_elsewhere(worker):
     first = worker("--grace-period", "1")
-    jobs = [django_ojs.enqueue("probe.record", [0.1, 30]) for _ in range(3)]
-    wait_until(lambda: Execution.objects.count() == 3, 10, "3 running jobs")
+    jobs = [django_ojs.enqueue("probe.record", [0.1, 3600]) for _ in range(3)]
+    wait_until(lambda: Execution.objects.count() == 3, PATIENCE, "3 running jobs")
 
-    signalled = time.monotonic()
     first.send(signal.SIGTERM)
-    assert first.wait(timeout=10) == 0, first.output
-    assert time.monotonic() - signalled < 10  # the grace period, not the jobs' 30 s
+    assert first.wait(timeout=PATIENCE) == 0, first.output  # the grace period, not the jobs' hour
     assert not Worker.objects.exists()
     for job in jobs:
         job.refresh_from_db()
@@ -80,7 +78,7 @@ def test_jobs_outliving_the_grace_period_fail_with_shutdown_error_and_run_again_
         assert (error.type, error.retryable, error.attempt) == ("ShutdownError", True, 1)
 
     second = worker()
-    wait_until(lambda: Job.objects.filter(state="completed").count() == 3, 15, "the retries to complete")
+    wait_until(lambda: Job.objects.filter(state="completed").count() == 3, PATIENCE, "the retries to complete")
     for job in jobs:
         first_run, second_run = runs_of(job)
         assert first_run.pid == first.pid and first_run.finished_at is None  # interrupted
@@ -89,21 +87,19 @@ def test_jobs_outliving_the_grace_period_fail_with_shutdown_error_and_run_again_
 
 
 def test_heartbeats_and_progress_logs_go_on_while_draining_and_a_second_sigterm_forces_the_stop(worker):
-    process = worker("--grace-period", "60")
-    job = django_ojs.enqueue("probe.record", [0.1, 60])
-    wait_until(lambda: Execution.objects.exists(), 10, "the job to start")
+    process = worker("--grace-period", "3600")
+    job = django_ojs.enqueue("probe.record", [0.1, 3600])
+    wait_until(lambda: Execution.objects.exists(), PATIENCE, "the job to start")
     process.send(signal.SIGTERM)
     process.wait_for_output("shutting down")
     draining_since = Worker.objects.get().last_heartbeat_at
     # ojs-graceful-shutdown §5.2: the remaining count every 5 s, heartbeats all along.
-    process.wait_for_output(r"draining: still running 1 job\(s\)", timeout=10)
+    process.wait_for_output(r"draining: still running 1 job\(s\)")
     row = Worker.objects.get()
     assert row.state == "terminate" and row.last_heartbeat_at > draining_since
     assert row.active_job_ids == [str(job.id)]
-    started = time.monotonic()
     process.send(signal.SIGTERM)
-    assert process.wait(timeout=10) == 0
-    assert time.monotonic() - started < 10  # not the 60 s grace period
+    assert process.wait(timeout=PATIENCE) == 0  # not the hour of grace period
     job.refresh_from_db()
     assert job.state == "available"
     assert JobError.objects.get(job=job).type == "ShutdownError"
@@ -122,10 +118,10 @@ def test_the_worker_shuts_down_gracefully_as_pid_1(processes):
     process = processes("ojs_worker", "--heartbeat-interval", "0.5", prefix=["unshare", "--pid", "--fork", "--mount-proc"])
     process.wait_for_output(r"worker \S+ started \(pid 1\)")
     job = django_ojs.enqueue("probe.record", [1.5])
-    wait_until(lambda: Execution.objects.exists(), 10, "the job to start")
+    wait_until(lambda: Execution.objects.exists(), PATIENCE, "the job to start")
     [worker_pid] = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
     os.kill(int(worker_pid), signal.SIGTERM)  # the worker itself, PID 1 of its namespace
-    assert process.wait(timeout=20) == 0, process.output
+    assert process.wait(timeout=PATIENCE) == 0, process.output
     job.refresh_from_db()
     assert job.state == "completed"
     assert not Worker.objects.exists()

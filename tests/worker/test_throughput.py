@@ -12,7 +12,7 @@ from django.db.models import Count
 from django_ojs.envelope import parse_job
 from django_ojs.models import Job
 
-from .conftest import wait_until
+from .conftest import PATIENCE, wait_until
 from .probe.models import Execution
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -40,7 +40,7 @@ def test_four_workers_run_twenty_thousand_jobs_exactly_once_within_their_concurr
         Job.objects.push_many([parse_job({"type": "probe.record", "args": []}) for _ in range(1000)])
     processes = [worker("--concurrency", str(CONCURRENCY)) for _ in range(WORKERS)]
 
-    wait_until(lambda: Job.objects.filter(state="completed").count() == total, 240, "every job to complete", 0.5)
+    wait_until(lambda: Job.objects.filter(state="completed").count() == total, 900, "every job to complete", 0.5)
 
     # Exactly once, from the handlers' own records: one run per job, all on attempt 1.
     assert Execution.objects.count() == total
@@ -62,6 +62,6 @@ def test_four_workers_run_twenty_thousand_jobs_exactly_once_within_their_concurr
     for process in processes:
         process.send(signal.SIGTERM)
     for process in processes:
-        assert process.wait(timeout=20) == 0
+        assert process.wait(timeout=PATIENCE) == 0
         used = int(re.search(r"at most (\d+) of 10 slots in use", process.output).group(1))
         assert used <= CONCURRENCY

@@ -13,3 +13,18 @@ RECOVERABLE = "admin_e2e.recoverable"
 def recoverable(*args: Any, **kwargs: Any) -> dict[str, bool]:
     """Succeeds now: the dead-letter test stands for a bug that was fixed after the job died."""
     return {"recovered": True}
+
+
+PROGRESS = "admin_e2e.progress"
+
+
+@django_ojs.job(PROGRESS)
+def reports_progress(ctx: Any, release_path: str) -> dict[str, bool]:
+    """Reports 42 % with structured data, then works until the test creates ``release_path``."""
+    import os
+    import time
+
+    ctx.progress(0.42, {"phase": "copying", "rows": 420})
+    while not os.path.exists(release_path) and not ctx.cancelled:
+        time.sleep(0.05)
+    return {"done": True}

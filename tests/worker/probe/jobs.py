@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
 from django.utils import timezone
 
 import django_ojs
-from django_ojs.worker.context import JobContext
+from django_ojs.handlers.context import JobContext
 
 from .models import Execution
 
@@ -45,3 +46,46 @@ class ProbeError(Exception):
 @django_ojs.job("probe.explode")
 def explode(ctx: JobContext, message: str) -> None:
     raise ProbeError(message)
+
+
+@django_ojs.job("probe.collect")
+def collect(ctx: JobContext, value: object) -> dict:
+    """A workflow step: returns its value and the results it was given (ctx.parent_results)."""
+    Execution.objects.create(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    return {"value": value, "seen": ctx.parent_results}
+
+
+# -- async def handlers (tests/worker/test_async_handlers.py) -------------------------
+
+
+@django_ojs.job("probe.async_record")
+async def async_record(ctx: JobContext, seconds: float = 0.0) -> dict:
+    """``probe.record`` as a coroutine: the ORM's async methods, asyncio.sleep."""
+    run = await Execution.objects.acreate(
+        job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid()
+    )
+    if seconds:
+        await asyncio.sleep(seconds)
+    await Execution.objects.filter(pk=run.pk).aupdate(finished_at=timezone.now())
+    return {"attempt": ctx.attempt, "async": True}
+
+
+@django_ojs.job("probe.async_forever")
+async def async_forever(ctx: JobContext) -> None:
+    """Awaits an hour unless its task is cancelled; stamps finished_at when it is."""
+    run = await Execution.objects.acreate(
+        job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid()
+    )
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        await Execution.objects.filter(pk=run.pk).aupdate(finished_at=timezone.now())
+        raise
+
+
+@django_ojs.job("probe.async_progress_then_fail", retry={"max_attempts": 1})
+async def async_progress_then_fail(ctx: JobContext) -> None:
+    """Two progress reports within the throttle interval, then a failure: the second is held back."""
+    ctx.progress(0.25, {"step": "first"})
+    ctx.progress(0.5, {"step": "last"})
+    raise RuntimeError("failed after reporting progress")

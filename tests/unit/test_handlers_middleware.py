@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_ojs.worker.middleware import (
+from django_ojs.handlers.middleware import (
     Chain,
     FrozenChain,
     chain_from_paths,
@@ -115,6 +115,6 @@ def test_chain_management_operations():
 
 
 def test_chains_load_from_dotted_paths():
-    chain = chain_from_paths("enqueue", [f"{__name__}.Metrics", "django_ojs.worker.middleware.EnqueueLogging"])
-    assert chain.names() == [f"{__name__}.Metrics", "django_ojs.worker.middleware.EnqueueLogging"]
-    assert isinstance(list(chain)[0], Metrics)  # classes are instantiated
+    chain = chain_from_paths("enqueue", [f"{__name__}.Metrics", "django_ojs.handlers.middleware.EnqueueLogging"])
+    assert chain.names() == [f"{__name__}.Metrics", "django_ojs.handlers.middleware.EnqueueLogging"]
+    assert isinstance(next(iter(chain)), Metrics)  # classes are instantiated

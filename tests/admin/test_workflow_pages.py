@@ -1,0 +1,69 @@
+"""The Workflows pages: the list, the picture of the steps, cancel and retry-from-failed-step."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from django_ojs.core import workflows as store
+from django_ojs.core.outcome import Lease
+from django_ojs.failure import Failure
+from django_ojs.models import Job, Workflow
+from django_ojs.workflows import parse
+
+pytestmark = pytest.mark.django_db
+
+
+def failed_chain() -> Workflow:
+    workflow = store.create(parse({"type": "chain", "name": "import", "steps": [
+        {"type": "fetch.url", "args": ["u"], "options": {"queue": "wf"}},
+        {"type": "parse.doc", "args": [], "options": {"queue": "wf", "retry": {"max_attempts": 1}}},
+        {"type": "store.doc", "args": [], "options": {"queue": "wf"}},
+    ]}, max_jobs=10, job_options=store.job_options()))
+    first = Job.objects.fetch(["wf"], worker_id="w")[0]
+    Job.objects.ack(first.id, result={"bytes": 42}, lease=Lease("w"))
+    second = Job.objects.fetch(["wf"], worker_id="w")[0]
+    Job.objects.fail(second.id, Failure(type="ParseError", message="bad <html>", retryable=False), lease=Lease("w"))
+    return workflow
+
+
+def test_the_workflow_page_draws_each_step_with_its_state_result_and_error(admin_client):
+    workflow = failed_chain()
+    listing = admin_client.get(reverse("admin:django_ojs_workflow_changelist")).content.decode()
+    assert "import" in listing and "1 / 3, 1 failed" in listing
+    page = admin_client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
+    assert page.count("ojs-wf-job ") == 3
+    assert "result: <code>{&quot;bytes&quot;: 42}</code>" in page
+    assert "<code>ParseError</code> bad &lt;html&gt;" in page  # escaped
+    assert page.count("Retry from here") == 1
+    job = Job.objects.get(type="parse.doc")
+    assert reverse("admin:django_ojs_job_change", args=[job.seq]) in page
+    # The job's page links back to its workflow.
+    job_page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.seq])).content.decode()
+    assert reverse("admin:django_ojs_workflow_change", args=[workflow.pk]) in job_page
+
+
+def test_retry_from_the_failed_step_and_cancel_go_through_the_core(admin_client):
+    workflow = failed_chain()
+    retry = reverse("admin:django_ojs_workflow_retry", args=[workflow.pk, "1"])
+    assert admin_client.get(retry).status_code == 405
+    admin_client.post(retry)
+    assert Workflow.objects.get(pk=workflow.pk).state == "running"
+    assert Job.objects.filter(type="parse.doc", state="available").count() == 1
+    admin_client.post(reverse("admin:django_ojs_workflow_cancel", args=[workflow.pk]))
+    assert Workflow.objects.get(pk=workflow.pk).state == "cancelled"
+    assert not Job.objects.filter(state="available").exists()
+    said = admin_client.post(reverse("admin:django_ojs_workflow_cancel", args=[workflow.pk]), follow=True)
+    assert "Not cancelled" in said.content.decode()
+
+
+def test_a_viewer_without_change_permission_gets_no_buttons(client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    workflow = failed_chain()
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_workflow"))
+    client.force_login(viewer)
+    page = client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
+    assert "Retry from here" not in page
+    assert client.post(reverse("admin:django_ojs_workflow_retry", args=[workflow.pk, "1"])).status_code == 403

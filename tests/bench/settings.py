@@ -1,0 +1,27 @@
+"""The example project as the suite runs it: its settings, plus a bare JSON view (tests/bench/urls.py).
+
+Same middleware, same database settings (``CONN_MAX_AGE``), events on: the
+bare view is the floor every OJS endpoint is compared with.
+"""
+
+import os
+
+from example_project.settings import *
+
+ROOT_URLCONF = "tests.bench.urls"
+
+if os.environ.get("OJS_BENCH_OTEL_SDK"):
+    # --observability: a real SDK pipeline (spans recorded, batched, exported)
+    # whose exporter drops them, so the figure is the cost of tracing itself.
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class _Nowhere(SpanExporter):
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+    _provider = TracerProvider()
+    _provider.add_span_processor(BatchSpanProcessor(_Nowhere()))
+    trace.set_tracer_provider(_provider)
+DEBUG = False

@@ -1,0 +1,177 @@
+"""The one-statement PUSH and FETCH (core/fastpush.py, core/fastclaim.py) on PostgreSQL.
+
+They must store and claim exactly what the stepwise paths do, in one
+statement, and hand every case they do not decide to those paths.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from django_ojs.core import fastpush
+from django_ojs.core.outcome import Lease
+from django_ojs.durations import to_millis
+from django_ojs.errors import Duplicate, InvalidTransition
+from django_ojs.models import Event, Job, Worker
+from tests.helpers import reload
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+# What differs between two pushes of one spec: identity and the clock.
+_PER_PUSH = {"seq", "id", "created_at", "enqueued_at"}
+
+
+def stored(job: Job) -> dict:
+    return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields if f.attname not in _PER_PUSH}
+
+
+def statements(operation) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        operation()
+    return [q["sql"] for q in queries.captured_queries]
+
+
+def test_a_plain_push_is_one_statement_outside_a_transaction(spec):
+    Job.objects.push(spec(options={"queue": "fast"}))  # the queue's row, once per process
+    sql = statements(lambda: Job.objects.push(spec(options={"queue": "fast"}, args=[1])))
+    assert len(sql) == 1 and sql[0].startswith("WITH inserted AS (INSERT"), sql
+
+
+def test_a_plain_push_stores_what_the_stepwise_push_stores(spec, monkeypatch):
+    body = {
+        "type": "mail.send", "args": ["a", {"b": [1, 2.5, None]}], "meta": {"m": "é"},
+        "options": {"queue": "q1", "priority": 7, "timeout": 12.5, "visibility_timeout": 90,
+                    "tags": ["x"], "expires_at": "2999-01-01T00:00:00.123Z",
+                    "retry": {"max_attempts": 5, "initial_interval": "PT2S"},
+                    "rate_limit": {"key": "k", "concurrency": 2}},
+    }
+    fast = Job.objects.push(spec(**body))
+    monkeypatch.setattr(fastpush, "is_plain", lambda spec: False)
+    stepwise = Job.objects.push(spec(**body))
+    assert stored(fast) == stored(stepwise)
+    assert stored(reload(fast)) == stored(reload(stepwise)) == stored(stepwise)
+    assert fast.created_at == fast.enqueued_at == reload(fast).created_at
+    [event] = Event.objects.filter(job_id=fast.id)
+    [twin] = Event.objects.filter(job_id=stepwise.id)
+    assert (event.type, event.time, event.queue) == ("job.enqueued", fast.created_at, "q1")
+    assert event.data == {**twin.data, "job_id": str(fast.id)}
+
+
+def test_a_batch_keeps_its_order(spec):
+    jobs = Job.objects.push_many([spec(args=[n], options={"queue": "order"}) for n in range(50)])
+    assert [job.args for job in jobs] == [[n] for n in range(50)]
+    assert [job.seq for job in jobs] == sorted(job.seq for job in jobs)
+    assert [job.args for job in Job.objects.filter(queue="order").order_by("seq")] == [[n] for n in range(50)]
+
+
+def test_a_taken_id_outside_a_transaction_is_a_duplicate_and_stores_nothing(spec):
+    first = Job.objects.push(spec(id="01900000-0000-7000-8000-000000000001"))
+    batch = [spec(args=[1]), spec(id=str(first.id), args=[2])]
+    with pytest.raises(Duplicate) as refused:
+        Job.objects.push_many(batch)
+    assert refused.value.details["existing_job_id"] == str(first.id)
+    assert Job.objects.count() == 1 and Event.objects.filter(type="job.enqueued").count() == 1
+
+
+def test_a_taken_id_inside_a_transaction_leaves_it_usable(spec):
+    first = Job.objects.push(spec())
+    with transaction.atomic():
+        with pytest.raises(Duplicate):
+            Job.objects.push(spec(id=str(first.id)))
+        Job.objects.push(spec(args=["after"]))
+    assert Job.objects.count() == 2
+
+
+def test_jobs_that_need_deciding_take_the_stepwise_push(spec):
+    assert fastpush.is_plain(spec())
+    assert not fastpush.is_plain(spec(options={"scheduled_at": "2999-01-01T00:00:00Z"}))
+    assert not fastpush.is_plain(spec(options={"pending": True}))
+    assert not fastpush.is_plain(spec(options={"unique": {"keys": ["type"]}}))
+    assert not fastpush.is_plain(spec(options={"expires_at": "+PT1H"}))
+
+
+def test_a_fetch_of_a_plain_queue_is_one_statement(push):
+    Worker.objects.register("w1")
+    jobs = [push(options={"queue": "one", "priority": p}) for p in (0, 5, 0)]
+    Job.objects.fetch(["one"], count=1, worker_id="w1")  # reads the queue's settings, then cached
+    sql = statements(lambda: Job.objects.fetch(["one"], count=2, worker_id="w1"))
+    assert len(sql) == 1 and "FOR KEY SHARE" in sql[0] and "FOR UPDATE SKIP LOCKED" in sql[0], sql
+    assert reload(jobs[2]).state == "active"
+
+
+def test_the_fast_claim_writes_what_the_stepwise_claim_writes(push):
+    Worker.objects.register("w1")
+    job = push(options={"queue": "same", "priority": 3, "timeout": 60})
+    [claimed] = Job.objects.fetch(["same"], worker_id="w1")
+    row = reload(job)
+    assert stored(claimed) == stored(row)
+    assert (row.state, row.attempt, row.worker_id) == ("active", 1, "w1")
+    assert row.lease_expires_at == row.started_at + row.visibility_timeout
+    assert row.deadline_at == row.started_at + row.timeout
+    [started] = Event.objects.filter(job_id=job.id, type="job.started")
+    assert started.time == row.started_at
+    assert started.data == {"job_id": str(job.id), "job_type": job.type, "queue": "same", "state": "active",
+                            "attempt": 1, "worker_id": "w1"}
+
+
+def test_a_rate_keyed_job_first_in_line_keeps_its_place(push):
+    keyed = push(options={"queue": "mix", "priority": 9, "rate_limit": {"key": "k", "concurrency": 5}})
+    plain = push(options={"queue": "mix"})
+    assert [job.id for job in Job.objects.fetch(["mix"], count=2)] == [keyed.id, plain.id]
+
+
+def test_an_expired_job_first_in_line_is_discarded_and_the_next_claimed(push):
+    expired = push(options={"queue": "exp", "priority": 9, "expires_at": "2000-01-01T00:00:00Z"})
+    fresh = push(options={"queue": "exp"})
+    assert [job.id for job in Job.objects.fetch(["exp"])] == [fresh.id]
+    assert reload(expired).state == "discarded"
+
+
+def test_an_ack_is_one_statement_and_writes_what_the_stepwise_ack_wrote(push):
+    job = push(options={"queue": "acks"})
+    [claimed] = Job.objects.fetch(["acks"], worker_id="w1")
+    sql = statements(lambda: Job.objects.ack(claimed.id, result={"n": [1, "é"]}, lease=Lease("w1", 1)))
+    # One statement, in a transaction of its own: had the job been a workflow
+    # step, its workflow would have moved in that same transaction.
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 3, sql
+    row = reload(job)
+    assert (row.state, row.result, row.error, row.lease_expires_at, row.deadline_at) == (
+        "completed", {"n": [1, "é"]}, None, None, None)
+    assert row.completed_at == row.finished_at > row.started_at
+    [done] = Event.objects.filter(job_id=job.id, type="job.completed")
+    assert done.time == row.completed_at
+    assert done.data == {"job_id": str(job.id), "job_type": job.type, "queue": "acks", "state": "completed",
+                         "attempt": 1, "duration_ms": to_millis(row.completed_at - row.started_at)}
+
+
+def test_an_ack_under_another_lease_is_refused_and_changes_nothing(push):
+    job = push(options={"queue": "acks"})
+    Job.objects.fetch(["acks"], worker_id="w1")
+    for lease in (Lease("w2", None), Lease(None, 2)):
+        with pytest.raises(InvalidTransition):
+            Job.objects.ack(job.id, lease=lease)
+    assert reload(job).state == "active"
+    assert not Event.objects.filter(job_id=job.id, type="job.completed").exists()
+    assert Job.objects.ack(job.id, result=None, lease=Lease("w1", 1)).result is None
+
+
+def test_a_worker_turn_is_one_transaction_of_five_statements(push):
+    """Hold the worker's row, lock the finished jobs, complete them with their events, look for
+    workflows to advance (one index probe), claim anew."""
+    from django_ojs.core.outcome import Settlement
+
+    Worker.objects.register("w1")
+    for n in range(5):
+        push(args=[n], options={"queue": "turns"})
+    running = Job.objects.fetch(["turns"], count=3, worker_id="w1")
+    settlements = [Settlement(job.id, Lease("w1", 1), result=n) for n, job in enumerate(running)]
+    with CaptureQueriesContext(connection) as queries:
+        verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 7, sql
+    assert sum("django_ojs_workflownode" in statement for statement in sql) == 1, sql
+    assert len(verdicts) == 3 and len(claimed) == 2
+    assert [reload(job).result for job in running] == [0, 1, 2]
+    assert Event.objects.filter(type="job.completed").count() == 3

@@ -1,0 +1,44 @@
+"""Handlers the testing-helper tests run (registered on import, like an app's jobs.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import django_ojs
+
+calls: list[tuple[str, list]] = []
+
+
+class MailDown(Exception):
+    pass
+
+
+@django_ojs.job("tt.welcome", queue="email")
+def welcome(ctx, address):
+    calls.append(("tt.welcome", [address]))
+    return {"sent_to": address, "attempt": ctx.attempt}
+
+
+@django_ojs.job("tt.flaky", queue="email", retry={"max_attempts": 3, "initial_interval": "PT60S"})
+def flaky(ctx, fail_times):
+    calls.append(("tt.flaky", [fail_times]))
+    if ctx.attempt <= fail_times:
+        raise MailDown(f"attempt {ctx.attempt} failed")
+    return {"attempt": ctx.attempt}
+
+
+@django_ojs.job("tt.signup")
+def signup(ctx, address):
+    """Enqueues another job, as handlers do."""
+    welcome.enqueue(address)
+
+
+@django_ojs.job("tt.async_fetch")
+async def async_fetch(ctx, n):
+    await asyncio.sleep(0)
+    return {"n": n, "async": True}
+
+
+@django_ojs.job("tt.bad_result")
+def bad_result(ctx):
+    return {"not json": object()}

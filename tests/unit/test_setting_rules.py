@@ -1,0 +1,127 @@
+"""manage.py check judges setting values, not only their names (issue 11 item 5)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from django_ojs.conf import DEFAULTS
+from django_ojs.handlers.registry import HandlerRegistry, registry
+from django_ojs.logs import show_on_stderr
+from django_ojs.setting_rules import RULES, problems
+
+
+def ours(**kwargs) -> list[checks.CheckMessage]:
+    return [m for m in checks.run_checks() if m.id and m.id.startswith("django_ojs.")]
+
+
+def test_every_setting_has_a_rule_and_every_default_passes_it():
+    assert set(DEFAULTS) <= set(RULES)
+    assert problems(DEFAULTS) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HEARTBEAT_INTERVAL", -1), ("HEARTBEAT_INTERVAL", 0), ("HEARTBEAT_INTERVAL", "5"),
+        ("WORKER_CONCURRENCY", 0), ("WORKER_CONCURRENCY", 2.5), ("WORKER_CONCURRENCY", True),
+        ("AUTH_REQUIRED", "yes"), ("WORKER_QUEUES", "default"), ("WORKER_QUEUES", []),
+        ("WORKER_QUEUES", ["Default"]), ("DEFAULT_QUEUE", ""), ("SHUTDOWN_GRACE_PERIOD", -0.5),
+        ("DEFAULT_RETRY", {"max_attempts": -3}), ("DEFAULT_RETRY", "3"), ("RETENTION", {"completed": -1}),
+        ("RETENTION", {"complete": 60}), ("EXECUTION_MIDDLEWARE", "myapp.Middleware"), ("MAX_BATCH_SIZE", None),
+    ],
+)
+def test_a_value_of_the_wrong_type_or_range_is_an_error(settings, name, value):
+    settings.OJS = {name: value}
+    [error] = [m for m in ours() if m.id == "django_ojs.E002"]
+    assert error.level == checks.ERROR and f"OJS[{name!r}]" in error.msg
+
+
+def test_the_issues_example_fails_check_with_both_named(settings):
+    settings.OJS = {"HEARTBEAT_INTERVAL": -1, "WORKER_CONCURRENCY": 0}
+    with pytest.raises(SystemCheckError) as failed:
+        call_command("check")
+    assert "OJS['HEARTBEAT_INTERVAL'] must be a number of seconds above 0" in str(failed.value)
+    assert "OJS['WORKER_CONCURRENCY'] must be a whole number of at least 1" in str(failed.value)
+
+
+def test_good_values_pass(settings):
+    settings.OJS = {"HEARTBEAT_INTERVAL": 2, "HEARTBEAT_TIMEOUT": 10.5, "WORKER_CONCURRENCY": 50,
+                    "WORKER_QUEUES": ["email", "default"], "RETENTION": {"completed": 3600},
+                    "DEFAULT_RETRY": {"max_attempts": 5}, "PAGE_SIZE": 20}
+    assert [m.id for m in ours() if m.level >= checks.ERROR] == []
+
+
+def test_page_size_may_not_exceed_its_maximum(settings):
+    settings.OJS = {"PAGE_SIZE": 500}
+    assert any("MAX_PAGE_SIZE" in m.msg for m in ours())
+
+
+# -- handlers whose queue no worker reads -------------------------------------------
+
+
+def test_unserved_names_each_handler_whose_default_queue_is_not_read():
+    local = HandlerRegistry()
+    local.register("email.send", lambda ctx: None, {"queue": "email"})
+    local.register("report.build", lambda ctx: None)
+    assert local.unserved(["default"], "default") == {"email.send": "email"}
+    assert local.unserved(["email"], "default") == {"report.build": "default"}
+    assert local.unserved(["email", "default"], "default") == {}
+
+
+def test_check_warns_about_handlers_the_configured_queues_miss(settings):
+    registry.register("trap.email", _handler, {"queue": "email"})
+    try:
+        [warning] = [m for m in ours() if m.id == "django_ojs.W004"]
+        assert "trap.email (queue 'email')" in warning.msg
+        settings.OJS = {"WORKER_QUEUES": ["default", "email"]}
+        assert "django_ojs.W004" not in [m.id for m in ours()]
+    finally:
+        registry.unregister("trap.email")
+
+
+def _handler(ctx):
+    return None
+
+
+# -- logs without LOGGING ---------------------------------------------------------------
+
+
+@pytest.fixture
+def bare_logger():
+    logger = logging.getLogger("django_ojs")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    logger.handlers.clear()
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = False  # stand-in for "no handler anywhere above"
+    yield logger
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def test_with_no_handler_anywhere_our_logs_go_to_stderr(bare_logger, capsys):
+    bare_logger.handlers.clear()  # pytest's capture handlers, added after the fixture ran
+    assert show_on_stderr() is True
+    logging.getLogger("django_ojs.worker").info("worker x started")
+    assert "INFO django_ojs.worker: worker x started" in capsys.readouterr().err
+    assert show_on_stderr() is False  # once
+
+
+def test_a_projects_logging_is_left_as_it_is(bare_logger):
+    mine = logging.NullHandler()
+    bare_logger.handlers[:] = [mine]
+    bare_logger.setLevel(logging.WARNING)
+    assert show_on_stderr() is False
+    assert bare_logger.handlers == [mine] and bare_logger.level == logging.WARNING
+
+
+def test_listen_takes_a_boolean_or_the_alias_of_a_configured_database():
+    from django_ojs.setting_rules import RULES
+
+    rule = RULES["LISTEN"]
+    assert rule(True) is None and rule(False) is None and rule("default") is None
+    assert "names no database" in rule("no-such-alias")
+    assert "True, False or a database alias" in rule(1)

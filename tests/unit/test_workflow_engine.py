@@ -1,0 +1,112 @@
+"""The pure workflow engine (django_ojs/workflows.py): parsing and the container rule."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from django_ojs.errors import InvalidRequest
+from django_ojs.workflows import DONE, MAX_DEPTH, Engine, Node, parse
+
+
+def job(kind: str) -> dict:
+    return {"type": kind, "args": []}
+
+
+def build(body: dict) -> Engine:
+    return Engine.fresh(parse(body, max_jobs=100))
+
+
+def run(engine: Engine, outcomes: dict[str, str]) -> list[str]:
+    """Settle every enqueued job (by type) as ``outcomes`` says (default completed); return the run order."""
+    order, todo = [], engine.start()
+    while todo:
+        item = todo.pop(0)
+        order.append(item.node.type)
+        todo += engine.settle(item.node.path, outcomes.get(item.node.type, "completed"), result=item.node.type)
+    return order
+
+
+def test_a_chain_starts_one_step_and_a_group_all():
+    assert [e.node.type for e in build({"type": "chain", "steps": [job("a"), job("b")]}).start()] == ["a"]
+    assert [e.node.type for e in build({"type": "group", "jobs": [job("a"), job("b")]}).start()] == ["a", "b"]
+
+
+def test_settling_twice_does_nothing_the_second_time():
+    engine = build({"type": "batch", "jobs": [job("a")], "callbacks": {"on_complete": job("cb")}})
+    engine.start()
+    assert [e.node.type for e in engine.settle("0", "completed")] == ["cb"]
+    assert engine.settle("0", "completed") == []
+
+
+def test_nesting_beyond_the_maximum_is_refused_at_creation():
+    body = job("leaf")
+    for depth in range(MAX_DEPTH + 1):
+        body = {"type": "chain" if depth % 2 else "group", "steps" if depth % 2 else "jobs": [body]}
+    with pytest.raises(InvalidRequest, match="nest at most"):
+        parse(body, max_jobs=100)
+
+
+def test_too_many_jobs_are_refused():
+    with pytest.raises(InvalidRequest, match="at most 2 jobs"):
+        parse({"type": "group", "jobs": [job("a"), job("b"), job("c")]}, max_jobs=2)
+
+
+def test_every_fault_is_listed_with_its_path():
+    with pytest.raises(InvalidRequest) as refused:
+        parse({"type": "chain", "steps": [{"args": []}, {"type": "ok", "args": 1}]}, max_jobs=9)
+    assert [e["path"] for e in refused.value.details["validation_errors"]] == ["$.steps[0].type", "$.steps[1].args"]
+
+
+def test_the_tree_survives_its_json_form():
+    root = parse({"type": "batch", "name": "n", "jobs": [{"type": "chain", "steps": [job("a"), job("b")]}],
+                  "callbacks": {"on_failure": job("f")}}, max_jobs=9)
+    assert Node.from_dict(root.to_dict()).to_dict() == root.to_dict()
+
+
+# A random tree of chains, groups and batches with random outcomes: the workflow
+# always ends, every job runs at most once, no callback fires twice, and a chain
+# never starts a step after one that did not complete.
+leaf = st.builds(lambda n: job(f"j{n}"), st.integers(0, 10**6))
+trees = st.recursive(
+    leaf,
+    lambda inner: st.one_of(
+        st.builds(lambda s: {"type": "chain", "steps": s}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda s: {"type": "group", "jobs": s}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda s, c: {"type": "batch", "jobs": s, "callbacks": {c: job(f"cb-{c}")}},
+                  st.lists(inner, min_size=1, max_size=3), st.sampled_from(["on_complete", "on_success", "on_failure"])),
+    ),
+    max_leaves=8,
+)
+
+
+@given(tree=trees.filter(lambda t: "type" in t and t["type"] in ("chain", "group", "batch")), data=st.data())
+def test_any_tree_with_any_outcomes_ends_and_runs_nothing_twice(tree, data):
+    try:
+        root = parse(tree, max_jobs=100)
+    except InvalidRequest:
+        return  # nested deeper than allowed
+    engine = Engine.fresh(root)
+    started: list[str] = []
+    todo = engine.start()
+    while todo:
+        item = todo.pop(0)
+        started.append(item.node.path)
+        outcome = data.draw(st.sampled_from(["completed", "completed", "failed", "cancelled"]))
+        todo += engine.settle(item.node.path, outcome, result=1)
+    assert len(started) == len(set(started))
+    assert engine.finished in DONE
+    assert all(state.state in DONE for state in engine.states.values())
+    for node in root.walk():
+        if node.kind == "chain":
+            states = [engine.states[c.path].state for c in node.children]
+            first_bad = next((i for i, s in enumerate(states) if s != "completed"), None)
+            if first_bad is not None:
+                assert all(s == "cancelled" for s in states[first_bad + 1:])
+
+
+def test_the_run_order_of_a_chain_of_groups():
+    engine = build({"type": "chain", "steps": [job("a"), {"type": "group", "jobs": [job("b"), job("c")]}, job("d")]})
+    assert run(engine, {}) == ["a", "b", "c", "d"]
+    assert engine.finished == "completed"

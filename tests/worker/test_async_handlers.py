@@ -1,0 +1,136 @@
+"""async def handlers under a real ojs_worker: threaded mode and the event-loop mode (--async)."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+
+import django_ojs
+from django_ojs.models import Job, JobError, Worker
+
+from .conftest import PATIENCE, wait_until
+from .probe.models import Execution
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def completed(count: int) -> bool:
+    return Job.objects.filter(state="completed").count() == count
+
+
+def most_at_once(runs: list[Execution]) -> int:
+    """The largest number of runs whose [started, finished] intervals overlap."""
+    moments = sorted([(run.started_at, 1) for run in runs] + [(run.finished_at, -1) for run in runs],
+                     key=lambda item: (item[0], item[1]))
+    running = peak = 0
+    for _, step in moments:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_the_threaded_worker_runs_an_async_handler(worker):
+    worker()
+    job = django_ojs.enqueue("probe.async_record", [0.1])
+    wait_until(lambda: completed(1), PATIENCE, "the async job to complete")
+    job.refresh_from_db()
+    assert job.result == {"attempt": 1, "async": True}  # not an "invalid result" failure
+    assert not JobError.objects.exists()
+
+
+def test_the_async_worker_runs_many_io_bound_handlers_on_one_loop(worker):
+    process = worker("--async", "--concurrency", "50")
+    assert "on one event loop (async)" in process.output
+    started = time.monotonic()
+    django_ojs.enqueue_many([{"type": "probe.async_record", "args": [1.0]} for _ in range(50)])
+    wait_until(lambda: completed(50), PATIENCE, "50 async jobs to complete")
+    took = time.monotonic() - started
+    runs = list(Execution.objects.all())
+    peak = most_at_once(runs)
+    # 50 one-second awaits at once on one loop: far more than the executor
+    # threads a plain worker would have had for them.
+    assert peak >= 25, peak
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0
+    assert "at most 50 of 50 slots" in process.output or "of 50 slots in use" in process.output
+    print(f"\nasync worker: 50 jobs awaiting 1 s each done in {took:.2f} s, at most {peak} at once")
+
+
+def test_async_mode_cancels_the_task_on_timeout_and_on_cancel_and_frees_its_slot(worker):
+    worker("--async", "--concurrency", "1")
+    timed_out = django_ojs.enqueue("probe.async_forever", [], timeout=1, retry={"max_attempts": 1})
+    wait_until(lambda: Job.objects.filter(id=timed_out.id, state="discarded").exists(), PATIENCE, "the timeout")
+    wait_until(lambda: Execution.objects.filter(job_id=timed_out.id, finished_at__isnull=False).exists(),
+               PATIENCE, "the timed-out task to be cancelled")
+    assert JobError.objects.get(job=timed_out).type == "timeout"
+
+    # The one slot is free again: the next job runs; cancel it through the core,
+    # the worker learns it from a heartbeat reply and cancels the task.
+    cancelled = django_ojs.enqueue("probe.async_forever", [])
+    wait_until(lambda: Execution.objects.filter(job_id=cancelled.id).exists(), PATIENCE, "the next job to start")
+    Job.objects.cancel(cancelled.id)
+    wait_until(lambda: Execution.objects.filter(job_id=cancelled.id, finished_at__isnull=False).exists(),
+               PATIENCE, "the cancelled task to unwind")
+    after = django_ojs.enqueue("probe.async_record", [0])
+    wait_until(lambda: Job.objects.filter(id=after.id, state="completed").exists(), PATIENCE, "a job after them")
+
+
+def test_sigterm_drains_async_jobs_then_interrupts_those_past_the_grace_period(worker):
+    process = worker("--async", "--concurrency", "10", "--grace-period", "120")
+    finishing = [django_ojs.enqueue("probe.async_record", [2.0]) for _ in range(5)]
+    wait_until(lambda: Execution.objects.count() == 5, PATIENCE, "5 running async jobs")
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=300) == 0, process.output
+    for job in finishing:
+        job.refresh_from_db()
+        assert (job.state, job.attempt) == ("completed", 1)
+    assert not Worker.objects.exists()
+
+    Execution.objects.all().delete()
+    process = worker("--async", "--grace-period", "1")
+    stuck = django_ojs.enqueue("probe.async_forever", [])
+    wait_until(lambda: Execution.objects.filter(job_id=stuck.id).exists(), PATIENCE, "the endless job to start")
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0, process.output
+    stuck.refresh_from_db()
+    assert stuck.state == "available"  # released, without spending the attempt
+    assert JobError.objects.get(job=stuck).type == "ShutdownError"
+    assert Execution.objects.get(job_id=stuck.id).finished_at is not None  # its task was cancelled
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_from_async_code_is_transactional_with_the_callers_rows():
+    from .probe.models import Order
+
+    async def view(reference: str) -> str:
+        job = await django_ojs.aenqueue("probe.record", [reference], priority=3)
+        return str(job.id)
+
+    job_id = async_to_sync(view)("A-7")
+    assert Job.objects.get(id=job_id).priority == 3
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), transaction.atomic():
+        Order.objects.create(reference="A-8")
+        async_to_sync(django_ojs.aenqueue)("probe.record", ["A-8"])  # same thread, same transaction
+        raise Boom
+    assert not Job.objects.filter(args=["A-8"]).exists()
+
+
+def test_the_async_worker_writes_the_progress_report_a_failed_handler_held_back(worker):
+    """ctx.progress() writes at most once a second; the runner writes the last report when the
+    handler ends, and a failed attempt keeps it (ojs-progress §8) -- in --async mode too."""
+    process = worker("--async")
+    job = django_ojs.enqueue("probe.async_progress_then_fail")
+    wait_until(lambda: Job.objects.filter(pk=job.pk, state="discarded").exists(), PATIENCE,
+               "the job to fail for good")
+    job.refresh_from_db()
+    assert (job.progress["attempt"], job.progress["progress"], job.progress["data"]) == (1, 0.5, {"step": "last"})
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0

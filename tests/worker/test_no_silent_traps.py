@@ -1,0 +1,49 @@
+"""What a new project sees from its processes: logs without LOGGING, and workers that say what they miss."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+import django_ojs
+from django_ojs.models import Job
+
+from .conftest import PATIENCE, wait_until
+from .probe.models import Execution
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+BARE = {"DJANGO_SETTINGS_MODULE": "tests.worker.settings_bare", "OJS_HEARTBEAT_TIMEOUT": "2"}
+
+
+def test_without_logging_worker_and_reaper_log_start_stop_and_recovery_to_stderr(worker, reaper):
+    doomed = worker(env=BARE)  # waits for "worker ... started" in its output
+    assert "INFO django_ojs.worker: worker" in doomed.output  # our stderr handler's format
+    django_ojs.enqueue("probe.record", [0.1, 3600])
+    wait_until(lambda: Execution.objects.count() == 1, PATIENCE, "the job to run")
+    keeper = reaper(env=BARE)
+    keeper.wait_for_output(r"reaper started")
+
+    doomed.send(signal.SIGKILL)
+    doomed.wait(timeout=PATIENCE)
+    keeper.wait_for_output(r"recovered 1 job\(s\) of workers declared dead")
+    wait_until(lambda: Job.objects.filter(state="available").exists(), PATIENCE, "the job to be available again")
+
+    keeper.send(signal.SIGTERM)
+    assert keeper.wait(timeout=PATIENCE) == 0
+    assert "reaper stopped" in keeper.output
+
+    rescuer = worker(env=BARE)
+    wait_until(lambda: Job.objects.filter(state="completed").exists(), PATIENCE, "the job to complete")
+    rescuer.send(signal.SIGTERM)
+    assert rescuer.wait(timeout=PATIENCE) == 0
+    assert "stopped: 1 completed" in rescuer.output
+
+
+def test_a_worker_says_which_handlers_it_does_not_serve(worker):
+    elsewhere = worker("--queue", "reports", env=BARE)
+    output = elsewhere.wait_for_output(r"this worker reads queues reports, but .*").group(0)
+    assert "probe.record -> default" in output
+    served = worker("--queue", "default", env=BARE)
+    assert "this worker reads queues" not in served.output
