@@ -6,7 +6,7 @@ import random
 import time
 
 import django_ojs
-from django_ojs.worker.context import JobContext
+from django_ojs.handlers.context import JobContext
 
 
 @django_ojs.job("demo.noop")

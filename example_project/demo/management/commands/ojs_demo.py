@@ -40,7 +40,11 @@ import django_ojs
 from django_ojs.models import ApiKey, Job
 
 NAMES = ["Ada", "Grace", "Linus", "Guido", "Barbara", "Ken", "Margaret", "Dennis"]
-STOP_TIMEOUT = 40  # the worker's grace period (30 s) plus its shutdown
+# The worker's grace period: long enough for the sample jobs (at most 4 s),
+# short enough that Ctrl+C returns the terminal at once (tox.ini gives the
+# demo 20 s before it sends SIGTERM).
+GRACE_PERIOD = 5
+STOP_TIMEOUT = GRACE_PERIOD + 10  # the grace period plus the worker's shutdown
 
 
 class Command(BaseCommand):
@@ -80,7 +84,8 @@ class Command(BaseCommand):
         commands = {
             "server": [*manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
             "reaper": [*manage, "ojs_reaper"],
-            "worker": [*manage, "ojs_worker", "--concurrency", "4", "--queue", "default"],
+            "worker": [*manage, "ojs_worker", "--concurrency", "4", "--queue", "default",
+                       "--grace-period", str(GRACE_PERIOD)],
         }
         # Own sessions: the terminal's Ctrl+C reaches only the demo, which then
         # sends each child exactly one SIGTERM (a second would force the worker).
