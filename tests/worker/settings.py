@@ -19,6 +19,8 @@ for name in ("HEARTBEAT_TIMEOUT", "REAPER_INTERVAL", "LISTEN_POLL_INTERVAL"):
         OJS[name] = float(os.environ[f"OJS_{name}"])
 if os.environ.get("OJS_CRON"):  # periodic jobs declared in code (tests/reaper/test_code_schedules.py)
     OJS["CRON"] = json.loads(os.environ["OJS_CRON"])
+if os.environ.get("OJS_WORKER_QUEUES"):  # tests/worker/test_no_silent_traps.py
+    OJS["WORKER_QUEUES"] = json.loads(os.environ["OJS_WORKER_QUEUES"])
 if os.environ.get("OJS_OMIT_BACKTRACES"):
     OJS["OMIT_BACKTRACES"] = True
 

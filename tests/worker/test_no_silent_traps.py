@@ -47,3 +47,14 @@ def test_a_worker_says_which_handlers_it_does_not_serve(worker):
     assert "probe.record -> default" in output
     served = worker("--queue", "default", env=BARE)
     assert "this worker reads queues" not in served.output
+
+
+def test_check_warns_about_worker_queues_but_a_worker_given_its_queues_does_not(processes, worker):
+    elsewhere = {**BARE, "OJS_WORKER_QUEUES": '["reports"]'}
+    check = processes("check", env=elsewhere)
+    assert check.wait(timeout=PATIENCE) == 0
+    assert "django_ojs.W004" in check.output  # WORKER_QUEUES leaves probe.record's queue unread
+    # This worker reads the queue W004 worries about: nothing to warn of, at start or from the checks.
+    served = worker("--queue", "default", env=elsewhere)
+    assert "W004" not in served.output
+    assert "this worker reads queues" not in served.output
