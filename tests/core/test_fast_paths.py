@@ -157,9 +157,9 @@ def test_an_ack_under_another_lease_is_refused_and_changes_nothing(push):
     assert Job.objects.ack(job.id, result=None, lease=Lease("w1", 1)).result is None
 
 
-def test_a_worker_turn_is_one_transaction_of_five_statements(push):
-    """Hold the worker's row, lock the finished jobs, complete them with their events, look for
-    workflows to advance (one index probe), claim anew."""
+def test_a_worker_turn_is_one_transaction_of_four_statements(push):
+    """Hold the worker's row, lock the finished jobs (and see which are workflow steps: an index
+    probe inside that statement), complete them with their events, claim anew."""
     from django_ojs.core.outcome import Settlement
 
     Worker.objects.register("w1")
@@ -170,8 +170,9 @@ def test_a_worker_turn_is_one_transaction_of_five_statements(push):
     with CaptureQueriesContext(connection) as queries:
         verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 7, sql
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 6, sql
     assert sum("django_ojs_workflownode" in statement for statement in sql) == 1, sql
+    assert "django_ojs_workflownode" in sql[2] and "FOR UPDATE" in sql[2], sql
     assert len(verdicts) == 3 and len(claimed) == 2
     assert [reload(job).result for job in running] == [0, 1, 2]
     assert Event.objects.filter(type="job.completed").count() == 3
