@@ -174,6 +174,24 @@ def parse_job(
     return spec
 
 
+def with_args(spec: JobSpec, args: object) -> JobSpec:
+    """A copy of ``spec`` (parsed by ``parse_job``) for other ``args``, validated as ``parse_job`` validates them.
+
+    What ``parse_job`` decides does not depend on the args but for a unique
+    policy's key (``spec.unique`` must be None). So the jobs of a batch that
+    differ only in their args are parsed once. The copy has its own
+    containers: a caller may change one job's meta or tags.
+    """
+    if spec.unique is not None:
+        raise ValueError("a unique job's key depends on its args: parse it anew")
+    copied = object.__new__(JobSpec)  # copy.copy's protocol costs more than the parse it saves
+    copied.__dict__.update(spec.__dict__)
+    copied.args = _args(args, "args")
+    copied.meta, copied.tags = dict(spec.meta), list(spec.tags)
+    copied.extra, copied.given_times = dict(spec.extra), dict(spec.given_times)
+    return copied
+
+
 def parse_batch(body: object, *, max_jobs: int, **kwargs: Any) -> list[JobSpec]:
     """Validate ``{"jobs": [...]}``: every job or none (ojs-http-binding §9.2)."""
     if not isinstance(body, Mapping):

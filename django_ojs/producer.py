@@ -15,16 +15,18 @@ commit too, so a worker never wakes up for a job it cannot see yet.
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from uuid6 import uuid7
 
-from .envelope import JobSpec
+from .core.newjob import new_ids
+from .envelope import JobSpec, with_args
 from .errors import InvalidRequest
 from .handlers.middleware import compose_enqueue, enqueue_chain
-from .handlers.options import Defaults, job_body
+from .handlers.options import Defaults, job_body, wire_args
 from .handlers.registry import registry
 from .tracing import traced_push
 
@@ -64,9 +66,14 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]]) -> list[Job | None]:
     invalid input, or raised by a middleware -- stores none of them.
     """
     defaults = Defaults.from_settings()
-    specs = [_spec(item, index, defaults) for index, item in enumerate(jobs)]
+    parsed: dict[Any, JobSpec] = {}
+    specs = [_spec(item, index, defaults, parsed) for index, item in enumerate(jobs)]
     if not specs:
         return []
+    # Fixed before the middleware run: they see it and may not change it (§3.5).
+    unnamed = [spec for spec in specs if spec.id is None]
+    for spec, job_id in zip(unnamed, new_ids(len(unnamed)), strict=True):
+        spec.id = job_id
     return traced_push(specs, lambda: _push(specs))
 
 
@@ -91,18 +98,37 @@ def _push(specs: list[JobSpec]) -> list[Job | None]:
     return stored
 
 
-def _spec(item: Mapping[str, Any], index: int, defaults: Defaults) -> JobSpec:
+def _spec(item: Mapping[str, Any], index: int, defaults: Defaults, parsed: dict[Any, JobSpec]) -> JobSpec:
+    """The item's spec; ``parsed`` keeps the batch's specs by type and options, to parse each kind once."""
     if not isinstance(item, Mapping) or "type" not in item:
         raise InvalidRequest(f"jobs[{index}] must be a mapping with a 'type'", field=f"jobs[{index}]")
     options = dict(item)
     job_type = options.pop("type")
     args = options.pop("args", ())
-    merged = {**registry.defaults(job_type), **options}
-    spec = job_body(job_type, args, merged, defaults=defaults)
-    if spec.id is None:
-        # Fixed before the middleware run: they see it and may not change it (§3.5).
-        spec.id = uuid7()
+    key = _kind(job_type, options)
+    template = parsed.get(key) if key is not None else None
+    if template is not None:
+        spec = with_args(template, wire_args(args))
+    else:
+        merged = {**registry.defaults(job_type), **options}
+        spec = job_body(job_type, args, merged, defaults=defaults)
+        if key is not None and spec.id is None and spec.unique is None:
+            parsed[key] = spec
+            spec = with_args(spec, spec.args)  # the template stays as parsed
     return spec
+
+
+# Option values a batch's jobs may share a parse for: compared with their
+# type, so that True and 1, or 1 and 1.0, which parse differently, differ
+# (not datetimes: equal instants in two time zones are echoed as given).
+_SIMPLE = (str, int, float, bool, type(None), dt.timedelta, uuid.UUID)
+
+
+def _kind(job_type: Any, options: dict[str, Any]) -> Any:
+    """What the parse of a job depends on besides its args, as a dict key; None with a compound option."""
+    if not isinstance(job_type, str) or not all(type(value) in _SIMPLE for value in options.values()):
+        return None
+    return (job_type, *((name, type(value), value) for name, value in options.items()))
 
 
 def _store_unchanged_id(job_id: Any, store: Callable[[JobSpec], Job]) -> Callable[[JobSpec], Job]:

@@ -37,6 +37,7 @@ from ..states import JobState, Move, sources, target
 from . import events, fastack
 from .clock import TxNow
 from .workflows import advance as advance_workflows
+from .workflows import workflow_step
 
 if TYPE_CHECKING:
     from ..models import Job, JobError
@@ -180,9 +181,11 @@ class OutcomeMixin:
                 str(row[1]): row
                 for row in self.select_for_update()
                 .filter(id__in=list({str(s.job_id) for s in settlements}), state__in=sources(Move.ACK))
-                .annotate(db_now=TxNow())
+                # Whether the job is a pending workflow step, read with the lock: most
+                # batches hold none, and advance_workflows then needs no probe of its own.
+                .annotate(db_now=TxNow(), step=workflow_step())
                 .order_by("seq")
-                .values_list("seq", "id", "type", "queue", "attempt", "started_at", "worker_id", "db_now")
+                .values_list("seq", "id", "type", "queue", "attempt", "started_at", "worker_id", "step", "db_now")
             }
             verdicts: list[Verdict] = []
             held: list[tuple[Settlement, tuple]] = []
@@ -202,7 +205,8 @@ class OutcomeMixin:
                 # One call for the whole batch, the job rows still locked (core/workflows.py).
                 advance_workflows(
                     {row[0]: JobState.COMPLETED for s, row in held if s.failure is None}
-                    | {job.seq: job.state for job in failed}
+                    | {job.seq: job.state for job in failed},
+                    steps={row[0] for _, row in held if row[7]},
                 )
         return verdicts
 

@@ -8,14 +8,12 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, NoReturn
 
 from django.db import IntegrityError, connection, transaction
-from uuid6 import uuid7
 
-from ..conf import ojs_settings
 from ..durations import RelativeTime, format_timestamp
 from ..envelope import JobSpec
 from ..errors import Duplicate, InvalidRequest
 from ..states import JobState
-from . import events, fastpush, queue_config, unique
+from . import events, fastpush, newjob, queue_config, unique
 from .clock import db_now
 
 if TYPE_CHECKING:
@@ -39,12 +37,13 @@ class PushMixin:
         ids = [spec.id for spec in specs if spec.id is not None]
         if len(ids) != len(set(ids)):
             raise Duplicate("the batch contains the same job id twice")
-        if events.fast_paths_ok() and all(fastpush.is_plain(spec) for spec in specs):
+        if events.fast_paths_ok() and fastpush.all_plain(specs):
             return self._push_plain(specs, ids)
         try:
             with transaction.atomic():
                 now = db_now()
-                jobs = [self._new_job(spec, now) for spec in specs]
+                defaults = newjob.Defaults.from_settings()
+                jobs = [self._new_job(spec, now, defaults) for spec in specs]
                 if ids:
                     taken = list(self.filter(id__in=ids).values_list("id", flat=True)[:10])
                     if taken:
@@ -65,21 +64,19 @@ class PushMixin:
         return jobs
 
     def _push_plain(self, specs: Sequence[JobSpec], ids: list) -> list[Job]:
-        """Plain jobs (``fastpush.is_plain``) in one statement.
+        """Plain jobs (``fastpush.all_plain``) in one statement.
 
         Outside a transaction that statement is the whole PUSH, atomic on
         its own: no BEGIN, no COMMIT. Inside the caller's transaction a
         savepoint keeps that transaction usable when an id is taken.
         """
         # No clock read: the statement sets created_at and enqueued_at itself.
-        jobs = [self._new_job(spec, None) for spec in specs]
         try:
             with transaction.atomic() if connection.in_atomic_block else nullcontext():
-                _register_queues({job.queue for job in jobs})
-                fastpush.insert(self, jobs)
+                _register_queues({spec.queue for spec in specs})
+                return fastpush.insert(self, specs)
         except IntegrityError as exc:
             self._raise_taken(ids, exc)
-        return jobs
 
     def _raise_taken(self, ids: list, exc: IntegrityError) -> NoReturn:
         """The PUSH failed on a unique index: a duplicate id if one of ``ids`` is taken, else ``exc``."""
@@ -88,8 +85,8 @@ class PushMixin:
             raise _duplicate(taken) from exc
         raise exc
 
-    def _new_job(self, spec: JobSpec, now: dt.datetime | None) -> Job:
-        """The unsaved job; ``now`` None for a plain job (``fastpush``), whose statement reads the clock."""
+    def _new_job(self, spec: JobSpec, now: dt.datetime, defaults: newjob.Defaults) -> Job:
+        """The unsaved job, as of the database clock's ``now``."""
         scheduled_at = _resolve(spec.scheduled_at, now)
         expires_at = _resolve(spec.expires_at, now)
         if spec.pending and scheduled_at is not None and scheduled_at > now:
@@ -104,35 +101,16 @@ class PushMixin:
         else:
             state = JobState.AVAILABLE
         job = self.model(
-            id=spec.id or uuid7(),
-            type=spec.type,
-            queue=spec.queue,
-            args=spec.args,
-            meta=spec.meta,
-            priority=spec.priority,
+            **newjob.spec_columns(spec, defaults, expires_at),
             state=state,
-            max_attempts=spec.retry.max_attempts,
-            retry=spec.retry.to_dict(),
-            timeout=spec.timeout if spec.timeout is not None else _default_timeout(),
-            visibility_timeout=spec.visibility_timeout
-            or dt.timedelta(seconds=ojs_settings.DEFAULT_VISIBILITY_TIMEOUT),
-            tags=spec.tags,
-            schema=spec.schema,
-            extra=spec.extra,
-            given_times=spec.given_times,
-            cron_name=spec.cron_name,
             created_at=now,
             # enqueued_at marks entry into `available` (ojs-core §5.3).
             enqueued_at=now if state == JobState.AVAILABLE else None,
             scheduled_at=scheduled_at,
-            expires_at=expires_at,
             run_at=scheduled_at if state == JobState.SCHEDULED else None,
         )
         if spec.unique is not None:
             unique.stamp(job, spec.unique, now)
-        if spec.rate_limit is not None:
-            job.rate_limit = spec.rate_limit.to_dict()
-            job.rate_key = spec.rate_limit.key
         return job
 
 
@@ -149,11 +127,6 @@ def _push_event(job: Job, now: dt.datetime):
 
 def _resolve(value: dt.datetime | RelativeTime | None, now: dt.datetime) -> dt.datetime | None:
     return value.resolve(now) if isinstance(value, RelativeTime) else value
-
-
-def _default_timeout() -> dt.timedelta | None:
-    seconds = ojs_settings.DEFAULT_TIMEOUT
-    return dt.timedelta(seconds=seconds) if seconds else None
 
 
 def _duplicate(taken: list) -> Duplicate:

@@ -19,7 +19,7 @@ counted from its node rows.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -102,16 +102,19 @@ def create(root: Node) -> Workflow:
     return workflow
 
 
-def advance(settled: Mapping[int, str]) -> None:
+def advance(settled: Mapping[int, str], *, steps: Collection[int] | None = None) -> None:
     """Move the workflows of jobs that just reached a terminal state (``{seq: state}``).
 
     Called inside the settling transaction, after the job rows are written
     and while they are locked. Jobs that are not workflow steps cost one
-    index probe per call, and nothing when none of them is terminal.
+    index probe per call, and nothing when none of them is terminal -- or
+    when the caller names the ``steps`` among them (``workflow_step``, read
+    while locking them: a step's node exists before its job is claimed) and
+    there is none.
     """
     from ..models import Workflow, WorkflowNode
 
-    done = {seq: state for seq, state in settled.items() if state in TERMINAL}
+    done = {seq: state for seq, state in settled.items() if state in TERMINAL and (steps is None or seq in steps)}
     if not done:
         return
     ids = set(
@@ -122,6 +125,15 @@ def advance(settled: Mapping[int, str]) -> None:
     now = db_now()
     for workflow in Workflow.objects.select_for_update().filter(id__in=ids, state=RUNNING).order_by("id"):
         _advance(workflow, done, now)
+
+
+def workflow_step() -> Any:
+    """An expression for a job query: is the job a pending workflow step? (``advance``'s ``steps``)."""
+    from django.db.models import Exists, OuterRef
+
+    from ..models import WorkflowNode
+
+    return Exists(WorkflowNode.objects.filter(job_seq=OuterRef("seq"), state=PENDING))
 
 
 def _advance(workflow: Workflow, done: Mapping[int, str], now: dt.datetime) -> None:

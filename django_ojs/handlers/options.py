@@ -105,10 +105,15 @@ class Defaults:
 
 def job_envelope(job_type: str, args: Sequence[Any], options: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON envelope of a job given with Python values (not yet validated)."""
+    top_level, wire = wire_options(options)
+    return {"type": job_type, "args": wire_args(args), **top_level, "options": wire}
+
+
+def wire_args(args: Sequence[Any]) -> list[Any]:
+    """A job's Python args as the envelope's list (not yet validated)."""
     if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
         raise InvalidRequest("args must be a list of JSON values", field="args")
-    top_level, wire = wire_options(options)
-    return {"type": job_type, "args": list(args), **top_level, "options": wire}
+    return list(args)
 
 
 def job_body(

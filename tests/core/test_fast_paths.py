@@ -48,7 +48,7 @@ def test_a_plain_push_stores_what_the_stepwise_push_stores(spec, monkeypatch):
                     "rate_limit": {"key": "k", "concurrency": 2}},
     }
     fast = Job.objects.push(spec(**body))
-    monkeypatch.setattr(fastpush, "is_plain", lambda spec: False)
+    monkeypatch.setattr(fastpush, "all_plain", lambda specs: False)
     stepwise = Job.objects.push(spec(**body))
     assert stored(fast) == stored(stepwise)
     assert stored(reload(fast)) == stored(reload(stepwise)) == stored(stepwise)
@@ -157,9 +157,9 @@ def test_an_ack_under_another_lease_is_refused_and_changes_nothing(push):
     assert Job.objects.ack(job.id, result=None, lease=Lease("w1", 1)).result is None
 
 
-def test_a_worker_turn_is_one_transaction_of_five_statements(push):
-    """Hold the worker's row, lock the finished jobs, complete them with their events, look for
-    workflows to advance (one index probe), claim anew."""
+def test_a_worker_turn_is_one_transaction_of_four_statements(push):
+    """Hold the worker's row, lock the finished jobs (and see which are workflow steps: an index
+    probe inside that statement), complete them with their events, claim anew."""
     from django_ojs.core.outcome import Settlement
 
     Worker.objects.register("w1")
@@ -170,8 +170,41 @@ def test_a_worker_turn_is_one_transaction_of_five_statements(push):
     with CaptureQueriesContext(connection) as queries:
         verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 7, sql
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 6, sql
     assert sum("django_ojs_workflownode" in statement for statement in sql) == 1, sql
+    assert "django_ojs_workflownode" in sql[2] and "FOR UPDATE" in sql[2], sql
     assert len(verdicts) == 3 and len(claimed) == 2
     assert [reload(job).result for job in running] == [0, 1, 2]
     assert Event.objects.filter(type="job.completed").count() == 3
+
+
+def test_a_mixed_batch_stores_what_the_stepwise_push_stores(spec, monkeypatch):
+    # Rows carry only what differs from the batch's first job: every column
+    # that may differ does here, including to and from NULL, and values
+    # Python calls equal but JSON does not (1, True, 1.0).
+    bodies = [
+        {"args": [1], "meta": {"a": 1}, "options": {"queue": "m1", "priority": 3, "tags": ["t"],
+                                                    "expires_at": "2999-01-01T00:00:00Z", "timeout": 5}},
+        {"args": [True], "options": {"queue": "m2", "retry": {"max_attempts": 9}, "visibility_timeout": 7}},
+        {"args": [1.0], "meta": {"a": 1}, "x-ext": {"k": 1},
+         "options": {"queue": "m1", "priority": 3, "rate_limit": {"key": "r", "concurrency": 1}}},
+        {"args": [], "type": "other.kind", "schema": "urn:s", "options": {"queue": "m1", "priority": 0}},
+    ]
+    fast = Job.objects.push_many([spec(**body) for body in bodies])
+    monkeypatch.setattr(fastpush, "all_plain", lambda specs: False)
+    stepwise = Job.objects.push_many([spec(**body) for body in bodies])
+    for job, twin in zip(fast, stepwise, strict=True):
+        assert stored(job) == stored(twin)
+        assert stored(reload(job)) == stored(twin)
+    assert [type(reload(job).args[0]) for job in fast[:3]] == [int, bool, float]
+
+
+def test_the_jobs_of_a_batch_do_not_share_their_containers():
+    import django_ojs
+
+    first, second = django_ojs.enqueue_many([{"type": "test.job", "args": [n], "tags": ["t"]} for n in range(2)])
+    first.meta["changed"] = True
+    first.tags.append("u")
+    first.retry["max_attempts"] = 99
+    assert second.meta == {} and second.tags == ["t"] and second.retry["max_attempts"] == 3
+    assert first.id != second.id and first.id.version == second.id.version == 7
