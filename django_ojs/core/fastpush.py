@@ -81,13 +81,14 @@ def insert(manager: Any, specs: Sequence[JobSpec]) -> list[Job]:
         sql, params = shape.sql(ojs_settings.EVENTS, one=False), [*shape.fixed_params, json.dumps(rows), json.dumps(shared)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        created_at, seqs = cursor.fetchone()
-    # One statement inserts in the rows' order (ORDER BY e.n), and
-    # PostgreSQL draws each seq after that sort (volatile defaults are
-    # evaluated above it): the n-th seq is the n-th job's.
+        created_at, seqs, ids = cursor.fetchone()
+    # The statement inserts in the rows' order (ORDER BY e.n), so seqs follow
+    # the jobs' order; each is still matched by id, which costs nothing and
+    # depends on no planner detail.
+    seq_of = dict(zip(ids, seqs, strict=True))
     build = shape.job if pre_init.has_listeners(shape.model) or post_init.has_listeners(shape.model) else shape.bare_job
     db = manager.db
-    return [build(db, columns, seq, created_at) for columns, seq in zip(values, seqs, strict=True)]
+    return [build(db, columns, seq_of[columns["id"]], created_at) for columns in values]
 
 
 # Values compared by equality for sharing; JSON containers only when empty
@@ -193,7 +194,7 @@ class _Shape:
                     data="jsonb_build_object('priority', j.priority)",
                 )
                 sql += f", logged AS ({logged})"
-            sql += " SELECT min(created_at), array_agg(seq ORDER BY seq) FROM inserted"
+            sql += " SELECT min(created_at), array_agg(seq ORDER BY seq), array_agg(id ORDER BY seq) FROM inserted"
             self._sql[with_events, one] = sql
         return sql
 
