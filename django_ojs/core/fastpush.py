@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..conf import ojs_settings
+from .. import signals
 from ..durations import RelativeTime
 from ..envelope import JobSpec
 from . import events, queue_config
@@ -64,17 +64,21 @@ def insert(manager: Any, jobs: Sequence[Job]) -> None:
         "ORDER BY r.ordinality RETURNING seq, id, created_at, type, queue, state, attempt, priority)"
     )
     params: list[Any] = [json.dumps(rows)]
-    if ojs_settings.EVENTS:
-        # job.enqueued, as core/push.py's _push_event writes it, from the inserted rows.
-        logged = events.insert_job_events(
-            "inserted j", kind="'job.enqueued'", time="CURRENT_TIMESTAMP",
-            data="jsonb_build_object('priority', j.priority)",
-        )
-        sql += f", logged AS ({logged})"
-    sql += " SELECT seq, id, created_at FROM inserted"
+    listening = signals.wanted()
+    # job.enqueued, as core/push.py's _push_event writes it, from the inserted rows.
+    sql += events.logged_cte(
+        "inserted j", kind="'job.enqueued'", time="CURRENT_TIMESTAMP",
+        data="jsonb_build_object('priority', j.priority)", listening=listening,
+    )
+    sql += " SELECT inserted.seq, inserted.id, inserted.created_at"
+    sql += f"{events.event_columns()} FROM inserted{events.event_join('inserted')}" if listening else " FROM inserted"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        stored = {row[1]: (row[0], row[2]) for row in cursor.fetchall()}
+        fetched = cursor.fetchall()
+    stored = {row[1]: (row[0], row[2]) for row in fetched}
+    if listening:
+        # After the caller's commit (at once for the statement on its own).
+        events.send_returned(row[3:] for row in fetched)
     for job in jobs:
         job.seq, job.created_at = stored[job.id]
         job.enqueued_at = job.created_at
