@@ -24,6 +24,8 @@ their floor: the ratio is the throughput kept, the target ≥ 0.95.
 
 from __future__ import annotations
 
+import os
+
 from . import floor, peer, store
 from .plan import Run
 from .report import Figure, Target, median, median_or_none
@@ -48,7 +50,18 @@ def _deadline(jobs: int) -> float:
     return 120 + jobs / 50
 
 
-def ours(context: Run, processes: int, concurrency: int, mode: str = "off") -> float:
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's user + system CPU so far (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu: list | None = None) -> float:
+    """jobs/s; ``cpu`` gets the workers' CPU per job in µs (start-up included), where /proc tells."""
     jobs = context.sizes.jobs
     store.reset()
     store.fill(jobs)
@@ -57,6 +70,9 @@ def ours(context: Run, processes: int, concurrency: int, mode: str = "off") -> f
                for _ in range(processes)]
     with started(workers):
         wait_for(lambda: not store.busy(), _deadline(jobs), f"{jobs:,} jobs to be worked", workers, interval=0.2)
+        used = [_cpu_seconds(worker.pid) for worker in workers]
+        if cpu is not None and None not in used:
+            cpu.append(sum(used) / jobs * 1e6)  # type: ignore[arg-type]
         for worker in workers:
             if (status := worker.stop()) != 0:
                 raise BenchError(f"ojs_worker exited {status} after SIGTERM:\n{worker.output()[-2000:]}")
@@ -93,12 +109,13 @@ def _run_until_exit(processes: list[Process], jobs: int) -> None:
 def run(context: Run) -> list[Figure]:
     modes = list(MODES) if context.observability else ["off"]
     rates: dict[tuple[int, int, str], list[float]] = {(*shape, mode): [] for shape in SHAPES for mode in modes}
+    cpus: dict[tuple[int, int, str], list[float]] = {(*shape, mode): [] for shape in SHAPES for mode in modes}
     floors: list[float] = []
     peers: list[float] = []
     for round_ in range(context.sizes.repeat):
         for shape in SHAPES:
             for mode in modes[round_ % len(modes):] + modes[:round_ % len(modes)]:
-                rates[(*shape, mode)].append(ours(context, *shape, mode))
+                rates[(*shape, mode)].append(ours(context, *shape, mode, cpus[(*shape, mode)]))
         floors.append(raw(context))
         if context.peer:
             peers.append(theirs(context))
@@ -116,17 +133,25 @@ def run(context: Run) -> list[Figure]:
         ))
     for mode in modes[1:]:
         figures += [observed(processes, concurrency, mode, rates[(processes, concurrency, mode)],
-                             rates[(processes, concurrency, "off")]) for processes, concurrency in SHAPES]
+                             rates[(processes, concurrency, "off")], cpus[(processes, concurrency, mode)],
+                             cpus[(processes, concurrency, "off")]) for processes, concurrency in SHAPES]
     return figures
 
 
-def observed(processes: int, concurrency: int, mode: str, samples: list[float], off: list[float]) -> Figure:
-    """A shape with observability on, against the same shape off in the same rounds."""
+def observed(processes: int, concurrency: int, mode: str, samples: list[float], off: list[float],
+             cpu: list[float], cpu_off: list[float]) -> Figure:
+    """A shape with observability on, against the same shape off in the same rounds.
+
+    Beside throughput, the workers' CPU per job (start-up included): on a
+    shared machine it moves far less than jobs/s, and what observability
+    costs a worker is CPU.
+    """
     return Figure(
         f"worker.{processes}x{concurrency}.{mode}",
         f"ojs_worker {processes} × concurrency {concurrency}, {MODE_NAMES[mode]}", "jobs/s",
         median(samples), floor=median(off), floor_name="the same shape, metrics and tracing off, interleaved",
         peer_note="no counterpart", targets=(Target("floor", ">=", KEPT),), samples=samples, floor_samples=off,
         # Round by round (each on-run beside the off-run of its round): steadier than medians apart.
-        detail={"paired_ratio_median": median([on / base for on, base in zip(samples, off)])},
+        detail={"paired_ratio_median": median([on / base for on, base in zip(samples, off)]),
+                **({"cpu_us_per_job": median(cpu), "cpu_us_per_job_off": median(cpu_off)} if cpu and cpu_off else {})},
     )
