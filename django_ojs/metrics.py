@@ -65,6 +65,20 @@ _BY_TYPE = {
 _RECOVERIES = {"worker_death", "visibility_timeout", "timeout"}
 
 
+# Each metric's children by label values, as ``labels()`` returns them: that
+# call validates and builds its key under a lock every time, twice per job or
+# more. Bounded as the labels are (queues × types × states).
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
+
+
 def count_event(sender: Any, event: Any, **kwargs: Any) -> None:
     """The ``ojs_event`` receiver: one committed event, one increment."""
     counter = _BY_TYPE.get(event.type)
@@ -74,18 +88,18 @@ def count_event(sender: Any, event: Any, **kwargs: Any) -> None:
     if counter is ENQUEUED and data.get("attempt"):
         return  # back in its queue for another attempt (retry, release, recovery): not a new job
     queue = event.queue or data.get("queue") or ""
-    counter.labels(queue, data.get("job_type", "")).inc()
+    _child(counter, queue, data.get("job_type", "")).inc()
     if event.type == "job.failed":
         kind = (data.get("error") or {}).get("type")
         if kind in _RECOVERIES:
-            RECOVERED.labels(queue, kind).inc()
+            _child(RECOVERED, queue, kind).inc()
 
 
 def observe_execution(job: Any, state: str, seconds: float) -> None:
     """One finished execution in the worker: its duration and how long it waited first."""
-    DURATION.labels(job.queue, job.type, state).observe(seconds)
+    _child(DURATION, job.queue, job.type, state).observe(seconds)
     if job.attempt == 1 and job.started_at and job.enqueued_at:
-        QUEUE_TIME.labels(job.queue, job.type).observe(max((job.started_at - job.enqueued_at).total_seconds(), 0.0))
+        _child(QUEUE_TIME, job.queue, job.type).observe(max((job.started_at - job.enqueued_at).total_seconds(), 0.0))
 
 
 class StoreCollector:

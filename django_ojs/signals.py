@@ -81,14 +81,25 @@ def wanted() -> bool:
     return any(signal.receivers for signal in _ALL)
 
 
+_event_models: list[Any] = []
+
+
+def event_model() -> Any:
+    """The ``Event`` model, imported once (not at module import: the app registry must be ready)."""
+    if not _event_models:
+        from .models import Event
+
+        _event_models.append(Event)
+    return _event_models[0]
+
+
 def send(events: Iterable[Any]) -> None:
     """Send these events now (they are committed)."""
-    from .models import Event
-
+    Event = event_model()
     for event in events:
         results = ojs_event.send_robust(Event, event=event)
         specific = BY_TYPE.get(event.type)
-        if specific is not None:
+        if specific is not None and specific.receivers:
             results += specific.send_robust(Event, event=event)
         if event.type == "worker.stopped" and (event.data or {}).get("reason") == "dead":
             results += worker_died.send_robust(Event, event=event)

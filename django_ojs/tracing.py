@@ -106,36 +106,86 @@ def producing(specs: Sequence[Any]) -> Iterator[Callable[[Sequence[Any]], None]]
         span.end()
 
 
+class _Otel:
+    """The API's names, imported once on first use (a per-job import statement costs a microsecond each)."""
+
+    loaded = False
+
+    @classmethod
+    def load(cls) -> type[_Otel]:
+        if not cls.loaded:
+            from opentelemetry import context, trace
+            from opentelemetry.propagate import extract
+            from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+            cls.context, cls.trace, cls.extract, cls.Link = context, trace, extract, Link
+            cls.CONSUMER, cls.Status, cls.ERROR = SpanKind.CONSUMER, Status, StatusCode.ERROR
+            cls.OK = Status(StatusCode.OK)  # immutable: one for every span
+            cls.loaded = True
+        return cls
+
+    context: Any
+    trace: Any
+    extract: Any
+    Link: Any
+    CONSUMER: Any
+    Status: Any
+    ERROR: Any
+    OK: Any
+
+
+class Consuming:
+    """The CONSUMER span of one execution, current from ``open`` to ``close``.
+
+    A plain object rather than nested generator context managers
+    (``start_as_current_span`` inside a ``contextmanager`` inside the
+    worker's own): the SDK's span is the cost of tracing, not the wrapping
+    around it.
+    """
+
+    __slots__ = ("_token", "attempt", "span")
+
+    def __init__(self, job: Any, worker_id: str):
+        otel = _Otel.load()
+        meta = job.meta if isinstance(job.meta, dict) else {}
+        carrier = {key: meta[key] for key in _CARRIER_KEYS if isinstance(meta.get(key), str)}
+        parent = otel.extract(carrier) if carrier else None
+        producer = otel.trace.get_current_span(parent).get_span_context() if parent is not None else None
+        job_id = str(job.id)
+        self.attempt = job.attempt
+        self.span = _tracer().start_span(
+            f"{job.queue} process", context=parent, kind=otel.CONSUMER,
+            links=[otel.Link(producer)] if producer is not None and producer.is_valid else None,
+            attributes={
+                **_common(job.queue, job.type, "process"),
+                "ojs.job.id": job_id, "messaging.message.id": job_id,
+                "ojs.job.attempt": job.attempt, "ojs.job.priority": job.priority, "ojs.worker.id": worker_id,
+            },
+            record_exception=False, set_status_on_exception=False,
+        )
+        self._token = otel.context.attach(otel.trace.set_span_in_context(self.span))
+
+    def finished(self, failure: Any) -> None:
+        """How the execution ended: ``None``, or its ``Failure``."""
+        span = self.span
+        if failure is None:
+            span.set_attribute("ojs.job.state", "completed")
+            span.set_status(_Otel.OK)
+            return
+        span.set_status(_Otel.Status(_Otel.ERROR, failure.message))
+        span.set_attributes({"error.type": failure.type, "error.message": failure.message,
+                             "ojs.job.error.attempt": self.attempt})
+
+    def close(self) -> None:
+        _Otel.context.detach(self._token)
+        self.span.end()
+
+
 @contextlib.contextmanager
 def consuming(job: Any, worker_id: str) -> Iterator[Callable[[Any], None]]:
     """The CONSUMER span of one execution; yields ``finished(failure_or_None)``."""
-    from opentelemetry import trace
-    from opentelemetry.propagate import extract
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-
-    meta = job.meta if isinstance(job.meta, dict) else {}
-    carrier = {key: meta[key] for key in _CARRIER_KEYS if isinstance(meta.get(key), str)}
-    parent = extract(carrier) if carrier else None
-    producer = trace.get_current_span(parent).get_span_context() if parent is not None else None
-    links = [Link(producer)] if producer is not None and producer.is_valid else []
-    attributes = {
-        **_common(job.queue, job.type, "process"),
-        "ojs.job.id": str(job.id), "messaging.message.id": str(job.id),
-        "ojs.job.attempt": job.attempt, "ojs.job.priority": job.priority, "ojs.worker.id": worker_id,
-    }
-    with _tracer().start_as_current_span(
-        f"{job.queue} process", context=parent, kind=SpanKind.CONSUMER, links=links, attributes=attributes,
-        record_exception=False, set_status_on_exception=False,
-    ) as span:
-
-        def finished(failure: Any) -> None:
-            if failure is None:
-                span.set_attribute("ojs.job.state", "completed")
-                span.set_status(Status(StatusCode.OK))
-                return
-            span.set_status(Status(StatusCode.ERROR, failure.message))
-            span.set_attribute("error.type", failure.type)
-            span.set_attribute("error.message", failure.message)
-            span.set_attribute("ojs.job.error.attempt", job.attempt)
-
-        yield finished
+    span = Consuming(job, worker_id)
+    try:
+        yield span.finished
+    finally:
+        span.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from uuid6 import uuid7
@@ -97,7 +97,7 @@ def record_for_jobs(
         return
     from django.db import connection
 
-    from ..models import Event, Job
+    from ..models import Job
 
     if connection.vendor != "postgresql" or not ojs_settings.EVENTS:
         record(fallback())
@@ -106,7 +106,7 @@ def record_for_jobs(
     if listening:
         # The rows just built, for the receivers: no second query, no cost
         # when nobody listens.
-        sql += " RETURNING seq, id, type, time, job_id, queue, data"
+        sql += f" RETURNING {_RETURNED}"
     params: list[Any] = [kind, time]
     if with_duration:
         params.append(time)
@@ -114,25 +114,82 @@ def record_for_jobs(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         if listening:
-            columns = ("seq", "id", "type", "time", "job_id", "queue", "data")
-            rows = [Event(**dict(zip(columns, row))) for row in cursor.fetchall()]
-            for event in rows:
-                if isinstance(event.data, str):  # a driver that does not decode jsonb
-                    event.data = json.loads(event.data)
-            signals.after_commit(rows)
+            send_returned(cursor.fetchall())
 
 
 def fast_paths_ok() -> bool:
-    """May the one-statement paths (core/fastpush, fastclaim, fastack) run?
+    """May the one-statement paths (core/fastpush, fastclaim, fastack) run? On PostgreSQL, yes.
 
-    They write their events inside their own statement and send no Django
-    signals, so they are for PostgreSQL with no receiver connected; with one
-    (a project's receiver, or the Prometheus metrics) the stepwise paths run,
-    which send each event after commit.
+    They write their events inside their own statement and, when a receiver
+    is connected, return them too (``logged_cte``, ``send_returned``): the
+    receivers get them after commit, as from the stepwise paths.
     """
     from django.db import connection
 
-    return connection.vendor == "postgresql" and not signals.wanted()
+    return connection.vendor == "postgresql"
+
+
+# An event row as the statements return it, in Event's field order.
+EVENT_COLUMNS = ("seq", "id", "type", "time", "job_id", "queue", "data")
+_RETURNED = ", ".join(EVENT_COLUMNS)
+
+
+def logged_cte(
+    source: str, *, kind: str, time: str, data: str, with_duration: bool = False, listening: bool
+) -> str:
+    """``, logged AS (...)``: the events of a one-statement path, one per job row of ``source``.
+
+    Written when the event store is on; returned (``RETURNING``, or a plain
+    ``SELECT`` with the store off) only when a receiver is ``listening``, so
+    nobody listening costs nothing; ``""`` when neither. The final SELECT
+    then reads them with ``event_columns``/``event_join``. Arguments as
+    ``insert_job_events``'.
+    """
+    if ojs_settings.EVENTS:
+        sql = insert_job_events(source, kind=kind, time=time, data=data, with_duration=with_duration)
+        if listening:
+            sql += f" RETURNING {_RETURNED}"
+    elif listening:
+        sql = _job_events_select(source, kind, time, data, with_duration, seq="NULL::bigint AS seq, ")
+    else:
+        return ""
+    return f", logged AS ({sql})"
+
+
+def event_columns() -> str:
+    """The select list that puts each job row's event beside it (``ojs_event_seq``, ...): with ``event_join``."""
+    return "".join(f", ojs_e.{column} AS ojs_event_{column}" for column in EVENT_COLUMNS)
+
+
+def event_join(jobs: str) -> str:
+    """The join of ``logged`` to the job rows named ``jobs``: at most one event per job."""
+    return f" LEFT JOIN logged ojs_e ON ojs_e.job_id = {jobs}.id"
+
+
+def events_of(job: Any) -> tuple[Any, ...]:
+    """The ``ojs_event_*`` columns ``manager.raw`` set on a job, taken off it again."""
+    return tuple(job.__dict__.pop(f"ojs_event_{column}") for column in EVENT_COLUMNS)
+
+
+def send_returned(rows: Iterable[Sequence[Any]]) -> None:
+    """Hand event rows (``EVENT_COLUMNS``) to the receivers after commit; rows of NULLs are no event."""
+    from django.db.models.base import ModelState
+
+    model = signals.event_model()
+    built = []
+    for row in rows:
+        if row[1] is None:
+            continue  # a job row without an event (an outer join's empty side)
+        # An Event as Model.from_db would build it, less Model.__init__'s
+        # per-field walk and its pre_init/post_init sends: this runs twice per
+        # job with the metrics on, and was the larger part of their cost.
+        event = model.__new__(model)
+        event.__dict__.update(zip(EVENT_COLUMNS, row))
+        event._state = ModelState()
+        if isinstance(event.data, str):  # a driver that does not decode jsonb
+            event.data = json.loads(event.data)
+        built.append(event)
+    signals.after_commit(built)
 
 
 def insert_job_events(
@@ -147,13 +204,19 @@ def insert_job_events(
     """
     from ..models import Event
 
+    return (
+        f"INSERT INTO {Event._meta.db_table} (id, type, time, job_id, queue, data) "
+        + _job_events_select(source, kind, time, data, with_duration)
+    )
+
+
+def _job_events_select(source: str, kind: str, time: str, data: str, with_duration: bool, seq: str = "") -> str:
     duration = (
         f", 'duration_ms', floor(extract(epoch from ({time} - j.started_at)) * 1000)::bigint" if with_duration else ""
     )
     return (
-        f"INSERT INTO {Event._meta.db_table} (id, type, time, job_id, queue, data) "
-        f"SELECT {_UUID7_SQL}, {kind}, {time}, j.id, j.queue, "
+        f"SELECT {seq}{_UUID7_SQL} AS id, {kind}::text AS type, {time} AS time, j.id AS job_id, j.queue AS queue, "
         "jsonb_build_object('job_id', j.id::text, 'job_type', j.type, 'queue', j.queue, "
-        f"'state', j.state, 'attempt', j.attempt{duration}) || {data}::jsonb "
+        f"'state', j.state, 'attempt', j.attempt{duration}) || {data}::jsonb AS data "
         f"FROM {source}"
     )

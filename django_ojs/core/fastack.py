@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..conf import ojs_settings
+from .. import signals
 from ..states import Move, sources, target
 from . import events
 
@@ -50,13 +50,18 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
         " lease_expires_at = NULL, deadline_at = NULL"
         f" WHERE id = %(id)s AND state = ANY(%(sources)s){guard} RETURNING *)"
     )
-    if ojs_settings.EVENTS:
-        logged = events.insert_job_events(
-            "acked j", kind="'job.completed'", time="CURRENT_TIMESTAMP", data="'{}'", with_duration=True
-        )
-        sql += f", logged AS ({logged})"
-    sql += " SELECT * FROM acked"
+    listening = signals.wanted()
+    sql += events.logged_cte(
+        "acked j", kind="'job.completed'", time="CURRENT_TIMESTAMP", data="'{}'", with_duration=True,
+        listening=listening,
+    )
+    if listening:
+        sql += f" SELECT acked.*{events.event_columns()} FROM acked{events.event_join('acked')}"
+    else:
+        sql += " SELECT * FROM acked"
     rows = list(manager.raw(sql, params))
+    if listening:
+        events.send_returned([events.events_of(job) for job in rows])  # after the caller's commit
     return rows[0] if rows else None
 
 
@@ -71,12 +76,11 @@ def complete_rows(manager: Any, seqs: Sequence[int], results: Sequence[Any], now
         " FROM unnest(%(seqs)s::bigint[], %(results)s::jsonb[]) AS r(seq, result)"
         " WHERE j.seq = r.seq RETURNING j.*)"
     )
-    if ojs_settings.EVENTS:
-        logged = events.insert_job_events(
-            "done j", kind="'job.completed'", time="%(now)s", data="'{}'", with_duration=True
-        )
-        sql += f", logged AS ({logged})"
-    sql += " SELECT count(*) FROM done"
+    listening = signals.wanted()
+    sql += events.logged_cte(
+        "done j", kind="'job.completed'", time="%(now)s", data="'{}'", with_duration=True, listening=listening
+    )
+    sql += " SELECT * FROM logged" if listening else " SELECT count(*) FROM done"
     params = {
         "completed": target(Move.ACK).value,
         "now": now,
@@ -85,3 +89,5 @@ def complete_rows(manager: Any, seqs: Sequence[int], results: Sequence[Any], now
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        if listening:
+            events.send_returned(cursor.fetchall())  # after the worker turn's commit

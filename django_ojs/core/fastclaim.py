@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..conf import ojs_settings
+from .. import signals
 from ..states import JobState, Move, target
 from . import events
 
@@ -71,10 +71,9 @@ def claim(
         if hold
         else "claimant AS (SELECT true AS alive WHERE false), "
     )
-    logged = ""
-    if ojs_settings.EVENTS:
-        insert = events.insert_job_events("claimed j", kind="%(kind)s", time="CURRENT_TIMESTAMP", data="%(data)s")
-        logged = f", logged AS ({insert})"
+    listening = signals.wanted()
+    logged = events.logged_cte("claimed j", kind="%(kind)s", time="CURRENT_TIMESTAMP", data="%(data)s",
+                               listening=listening)
     sql = (
         f"WITH {claimant}"
         "candidates AS ("
@@ -92,9 +91,14 @@ def claim(
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
         " FROM candidates c WHERE j.seq = c.seq AND (SELECT plain FROM verdict) RETURNING j.*)"
         f"{logged} "
-        "SELECT v.alive AS claim_alive, v.plain AS claim_plain, c.* FROM verdict v LEFT JOIN claimed c ON true"
+        "SELECT v.alive AS claim_alive, v.plain AS claim_plain, c.*"
     )
+    rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
+    sql += f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of
     rows = list(manager.raw(sql, params))
+    if listening:
+        # After the caller's commit (at once for the statement on its own).
+        events.send_returned([events.events_of(job) for job in rows])
     # Sorted here, not in SQL: a sort node of a few rows, but the plan guard
     # (tests/core/test_query_plans.py) rightly allows none in a claim.
     jobs = sorted((job for job in rows if job.seq is not None), key=lambda job: (-job.priority, job.seq))

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models.base import ModelState
 
+from .. import signals
 from ..conf import ojs_settings
 from ..durations import RelativeTime
 from ..envelope import JobSpec
@@ -75,13 +76,22 @@ def insert(manager: Any, specs: Sequence[JobSpec]) -> list[Job]:
     if len(values) == 1:
         # One job (``enqueue``): its columns as parameters of a VALUES row,
         # which plans and runs in a fraction of the JSON form's time.
-        sql, params = shape.sql(ojs_settings.EVENTS, one=True), [*shape.params_of(values[0]), *shape.fixed_params]
+        params = [*shape.params_of(values[0]), *shape.fixed_params]
     else:
         shared, rows = _json_rows(specs, values)
-        sql, params = shape.sql(ojs_settings.EVENTS, one=False), [*shape.fixed_params, json.dumps(rows), json.dumps(shared)]
+        params = [*shape.fixed_params, json.dumps(rows), json.dumps(shared)]
+    listening = signals.wanted()
+    sql = shape.sql(ojs_settings.EVENTS, listening, one=len(values) == 1)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        created_at, seqs, ids = cursor.fetchone()
+        if listening:
+            # A row per job with its event beside it, for the receivers after
+            # the caller's commit (at once for the statement on its own).
+            fetched = cursor.fetchall()
+            created_at, seqs, ids = fetched[0][0], [row[1] for row in fetched], [row[2] for row in fetched]
+            events.send_returned(row[3:] for row in fetched)
+        else:
+            created_at, seqs, ids = cursor.fetchone()
     # The statement inserts in the rows' order (ORDER BY e.n), so seqs follow
     # the jobs' order; each is still matched by id, which costs nothing and
     # depends on no planner detail.
@@ -183,19 +193,24 @@ class _Shape:
             for name, jsonb in zip(newjob.SPEC_COLUMNS, self._jsonb, strict=True)
         ]
 
-    def sql(self, with_events: bool, *, one: bool) -> str:
-        sql = self._sql.get((with_events, one))
+    def sql(self, with_events: bool, listening: bool, *, one: bool) -> str:
+        """The statement; ``listening``: it also returns each job's event (``events.logged_cte``)."""
+        key = (with_events, listening, one)
+        sql = self._sql.get(key)
         if sql is None:
-            sql = self._insert[one]
-            if with_events:
-                # job.enqueued, as core/push.py's _push_event writes it, from the inserted rows.
-                logged = events.insert_job_events(
-                    "inserted j", kind="'job.enqueued'", time="CURRENT_TIMESTAMP",
-                    data="jsonb_build_object('priority', j.priority)",
+            # job.enqueued, as core/push.py's _push_event writes it, from the inserted rows.
+            sql = self._insert[one] + events.logged_cte(
+                "inserted j", kind="'job.enqueued'", time="CURRENT_TIMESTAMP",
+                data="jsonb_build_object('priority', j.priority)", listening=listening,
+            )
+            if listening:
+                sql += (
+                    " SELECT inserted.created_at, inserted.seq, inserted.id"
+                    f"{events.event_columns()} FROM inserted{events.event_join('inserted')}"
                 )
-                sql += f", logged AS ({logged})"
-            sql += " SELECT min(created_at), array_agg(seq ORDER BY seq), array_agg(id ORDER BY seq) FROM inserted"
-            self._sql[with_events, one] = sql
+            else:
+                sql += " SELECT min(created_at), array_agg(seq ORDER BY seq), array_agg(id ORDER BY seq) FROM inserted"
+            self._sql[key] = sql
         return sql
 
     def job(self, db: str, columns: dict[str, Any], seq: int, created_at: dt.datetime) -> Job:

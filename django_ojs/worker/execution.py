@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,33 +51,47 @@ class Observed:
 
             self.observe = observe_execution
         self.trace = ojs_settings.TRACING
+        self.consumer: Any = None  # tracing.Consuming, with TRACING on
+        if self.trace:
+            from ..tracing import Consuming
+
+            self.consumer = Consuming
 
     @property
     def off(self) -> bool:
         return self.observe is None and not self.trace
 
-    @contextlib.contextmanager
-    def around(self, execution: Execution) -> Iterator[Callable[[Outcome], Outcome]]:
+    def around(self, execution: Execution) -> _Around:
         """``with observed.around(execution) as done: return done(run())``: one span and one
         observation per execution, whatever the runner (a coroutine may run inside)."""
-        started = time.perf_counter()
-        finish_span: Callable[[Any], None] | None = None
+        return _Around(self, execution)
 
-        def done(outcome: Outcome) -> Outcome:
-            if finish_span is not None:
-                finish_span(outcome.failure)
-            if self.observe is not None:
-                state = "completed" if outcome.failure is None else "failed"
-                self.observe(execution.job, state, time.perf_counter() - started)
-            return outcome
 
-        if self.trace:
-            from ..tracing import consuming
+class _Around:
+    """``Observed.around``'s context manager: a class, not a generator (it wraps every job)."""
 
-            with consuming(execution.job, execution.ctx.worker_id) as finish_span:
-                yield done
-        else:
-            yield done
+    __slots__ = ("execution", "observed", "span", "started")
+
+    def __init__(self, observed: Observed, execution: Execution):
+        self.observed, self.execution, self.span = observed, execution, None
+
+    def __enter__(self) -> Callable[[Outcome], Outcome]:
+        if self.observed.consumer is not None:
+            self.span = self.observed.consumer(self.execution.job, self.execution.ctx.worker_id)
+        self.started = time.perf_counter()
+        return self.done
+
+    def done(self, outcome: Outcome) -> Outcome:
+        if self.span is not None:
+            self.span.finished(outcome.failure)
+        if self.observed.observe is not None:
+            state = "completed" if outcome.failure is None else "failed"
+            self.observed.observe(self.execution.job, state, time.perf_counter() - self.started)
+        return outcome
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.span is not None:
+            self.span.close()
 
 
 @dataclass(eq=False, slots=True)

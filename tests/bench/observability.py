@@ -2,14 +2,22 @@
 
     PROMETHEUS_MULTIPROC_DIR=$(mktemp -d) python -m tests.bench.observability [--jobs 20000]
 
-The suite's ``--observability`` runs measure throughput end to end, but on a
-busy 2-core machine two runs differ by more than the 5 % budget. This
-measures what metrics and tracing add per job on the worker's CPU, which is
-the part that costs throughput: the execution wrapper (consumer span,
-duration and queue-time histograms) and, per job, the two committed events
-(started, completed) built from ``RETURNING`` rows and counted. Prints
-microseconds per job, off and on; compare with the worker's CPU per job
+The suite's ``--observability`` runs measure throughput end to end (off and
+on interleaved, medians); on a busy 2-core machine two runs of one mode still
+differ by several per cent. This measures what metrics and tracing add per
+job on the worker's CPU, which is the part that costs throughput: the
+execution wrapper (consumer span, duration and queue-time histograms) and,
+per job, its two committed events (started, completed) handed from the fast
+statements' ``RETURNING`` rows to the signal receivers
+(``events.send_returned``) and counted. Prints microseconds per job for each
+mode, the lowest of a few rounds; compare with the worker's CPU per job
 (1 / jobs/s per core busy) from the suite.
+
+Modes: off; metrics; tracing with every span recorded (an SDK pipeline
+exporting nowhere); both; both with the sampler a project would use to trace
+a fraction of jobs, ``ParentBased(TraceIdRatioBased(0.1))``, on jobs whose
+producer span was not sampled (flags 00) and on root jobs (no
+``traceparent``).
 """
 
 from __future__ import annotations
@@ -22,60 +30,95 @@ import uuid
 
 import django
 
+# A producer span that was sampled (01), and one that was not (00).
+_SAMPLED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+_UNSAMPLED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=20_000)
-    jobs = parser.parse_args().jobs
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1,
+                        help="jobs whose events one fast statement hands on together (a worker turn's; default 1, "
+                             "the worst case)")
+    parser.add_argument("--mode", action="append", help="measure only this mode (repeatable; to profile one)")
+    options = parser.parse_args()
+    jobs = options.jobs
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.bench.settings")
     os.environ.setdefault("DATABASE_URL", "sqlite:///:memory:")
     os.environ["OJS_BENCH_OTEL_SDK"] = "1"
     django.setup()
     from django.test import override_settings
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from django_ojs.conf import ojs_settings
+    from django_ojs import signals, tracing
+    from django_ojs.core import events
     from django_ojs.handlers.context import JobContext
     from django_ojs.handlers.registry import registry
-    from django_ojs.models import Event, Job
+    from django_ojs.models import Job
     from django_ojs.worker.execution import Execution, Runner
 
     now = dt.datetime.now(dt.UTC)
-
     registry.register("bench.obs.noop", lambda ctx: None)
+    recording = trace.get_tracer_provider()
+    sampled_tenth = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.1)))
+    sampled_tenth.add_span_processor(recording._active_span_processor)  # type: ignore[attr-defined]
 
-    def executions():
+    def executions(traceparent: str | None):
         for _ in range(jobs):
-            job = Job(id=uuid.uuid4(), type="bench.obs.noop", queue="default", args=[], meta={
-                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-                priority=0, attempt=1, enqueued_at=now, started_at=now)
+            job = Job(id=uuid.uuid4(), type="bench.obs.noop", queue="default", args=[],
+                      meta={"traceparent": traceparent} if traceparent else {},
+                      priority=0, attempt=1, enqueued_at=now, started_at=now)
             yield Execution(job=job, ctx=JobContext(job, "w1", lambda: None), lease=None, deadline=None)
 
-    rows = [(i, uuid.uuid4(), "job.completed", now, uuid.uuid4(), "default",
-             {"job_type": "bench.obs.noop", "queue": "default", "attempt": 1}) for i in range(2)]
-    columns = ("seq", "id", "type", "time", "job_id", "queue", "data")
+    def event_rows(kind: str) -> tuple:
+        job_id = uuid.uuid4()
+        return (None, uuid.uuid4(), kind, now, job_id, "default", {
+            "job_id": str(job_id), "job_type": "bench.obs.noop", "queue": "default", "state": "x", "attempt": 1})
 
-    def measure(on: bool) -> float:
-        with override_settings(OJS={"METRICS": on, "TRACING": on}):
-            assert ojs_settings.METRICS is on
+    def measure(metrics: bool, traced: bool, provider: object = recording, traceparent: str | None = _SAMPLED) -> float:
+        from django_ojs import metrics as metrics_module
+
+        with override_settings(OJS={"METRICS": metrics, "TRACING": traced}):
+            tracing._tracers[:] = [provider.get_tracer(tracing.TRACER_NAME)]  # type: ignore[attr-defined]
+            if metrics:
+                metrics_module.enable()
             runner = Runner(registry, [], omit_backtraces=False)
-            batch = list(executions())
-            count = None
-            if on:
-                from django_ojs.metrics import count_event
-
-                count = count_event
+            batch = list(executions(traceparent))
+            size = options.batch
+            started_rows = [event_rows("job.started") for _ in range(size)]
+            completed_rows = [event_rows("job.completed") for _ in range(size)]
             started = time.process_time()
-            for execution in batch:
+            for number, execution in enumerate(batch, 1):
                 runner(execution)
-                if count is not None:  # the job's two committed events, as the signal delivers them
-                    for row in rows:
-                        count(Event, event=Event(**dict(zip(columns, row))))
-            return (time.process_time() - started) / jobs * 1e6
+                if number % size == 0 and signals.wanted():
+                    # The jobs' two committed events each, as the fast statements hand them on.
+                    events.send_returned(started_rows)
+                    events.send_returned(completed_rows)
+            spent = time.process_time() - started
+            signals.ojs_event.disconnect(dispatch_uid="django_ojs.metrics")
+            return spent / jobs * 1e6
 
-    measure(False)  # warm up
-    off = min(measure(False) for _ in range(3))
-    on = min(measure(True) for _ in range(3))
-    print(f"worker CPU per job: off {off:.1f} µs, metrics+tracing on {on:.1f} µs, added {on - off:.1f} µs/job")
+    runs = {
+        "off": lambda: measure(False, False),
+        "metrics": lambda: measure(True, False),
+        "tracing": lambda: measure(False, True),
+        "metrics+tracing": lambda: measure(True, True),
+        "metrics+tracing 10% sampled": lambda: measure(True, True, sampled_tenth, None),
+        "metrics+tracing 10% sampled, producer unsampled": lambda: measure(True, True, sampled_tenth, _UNSAMPLED),
+    }
+    runs = {name: run for name, run in runs.items() if name == "off" or name in (options.mode or runs)}
+    for run in runs.values():
+        run()  # warm up
+    best = {name: min(run() for _ in range(options.rounds)) for name, run in runs.items()}
+    print(f"worker CPU per job ({jobs:,} no-op jobs, events handed on {options.batch} jobs at a time, "
+          f"best of {options.rounds}):")
+    for name, micros in best.items():
+        added = "" if name == "off" else f"  (+{micros - best['off']:.1f} µs/job)"
+        print(f"  {name:<48} {micros:7.1f} µs{added}")
 
 
 if __name__ == "__main__":

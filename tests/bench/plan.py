@@ -32,6 +32,9 @@ class Run:
     sizes: Sizes
     peer: bool  # pgqueuer takes part
     peer_note: str  # what the peer column says when it does not
+    # --observability: the worker section also runs each shape with metrics on,
+    # and with metrics and tracing on, interleaved with its runs off.
+    observability: bool = False
 
     @property
     def dsn(self) -> str:

@@ -28,7 +28,8 @@ class Target:
         sign = "≥" if self.op == ">=" else "≤"
         if self.against == "absolute":
             return f"{sign} {self.value:g} {unit}"
-        return f"{sign} {self.value:.1f}× {'pgqueuer' if self.against == 'peer' else 'floor'}"
+        times = f"{self.value:.1f}" if round(self.value, 1) == self.value else f"{self.value:g}"
+        return f"{sign} {times}× {'pgqueuer' if self.against == 'peer' else 'floor'}"
 
     def met(self, figure: Figure) -> bool | None:
         """None when what it compares with was not measured."""
@@ -148,6 +149,46 @@ def _row(figure: Figure) -> tuple[str, ...]:
         ", ".join(target.describe(figure.unit) for target in figure.targets) or "–",
         {True: "yes", False: "NO", None: "–"}[figure.met],
     )
+
+
+OBSERVED = ("metrics", "tracing")
+
+
+def observability_table(figures: list[Figure], *, markdown: bool = False) -> str:
+    """The worker's throughput off, metrics on, metrics and tracing on, side by side, per shape.
+
+    Each ratio twice: of the medians, and the median of the round-by-round
+    ratios (``paired_ratio_median``); then what the workers' CPU per job
+    grew by (medians, start-up included).
+    """
+    by_key = {figure.key: figure for figure in figures}
+    header = ("ojs_worker (jobs/s)", "off", "metrics", "×off", "×off paired", "CPU/job", "metrics+tracing", "×off",
+              "×off paired", "CPU/job")
+    rows = [header]
+    for figure in figures:
+        on = [by_key.get(f"{figure.key}.{mode}") for mode in OBSERVED]
+        if not figure.key.startswith("worker.") or not any(on):
+            continue
+        row = [figure.name.removeprefix("ojs_worker "), _number(figure.ours)]
+        for observed in on:
+            if observed is None:
+                row += ["–", "–", "–", "–"]
+                continue
+            paired = observed.detail.get("paired_ratio_median")
+            cpu, cpu_off = observed.detail.get("cpu_us_per_job"), observed.detail.get("cpu_us_per_job_off")
+            # The workers' CPU per job, on vs off: "+9 %" costs 9 % more CPU.
+            cost = f"{(cpu / cpu_off - 1) * 100:+.0f} %" if cpu and cpu_off else "–"
+            row += [_number(observed.ours), _times(observed.ratio_floor), _times(paired), cost]
+        rows.append(tuple(row))
+    if markdown:
+        lines = [f"| {' | '.join(row)} |" for row in rows]
+        lines.insert(1, "| --- " * len(header) + "|")
+    else:
+        widths = [max(len(row[index]) for row in rows) for index in range(len(header))]
+        lines = ["  ".join(cell.ljust(width) if index == 0 else cell.rjust(width)
+                           for index, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
 
 
 def json_lines(figures: list[Figure]) -> str:

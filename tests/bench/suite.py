@@ -31,7 +31,7 @@ from typing import Any
 
 from . import peer
 from .plan import Run, Sizes
-from .report import Figure, json_lines, table
+from .report import Figure, json_lines, observability_table, table
 from .stage import DEFAULT_SERVER, BenchError, bench_database
 
 SECTIONS = ("enqueue", "worker", "http", "fetch", "pickup")
@@ -61,8 +61,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
     parser.add_argument("--markdown", action="store_true", help="print the table in Markdown (for the README)")
     parser.add_argument("--observability", action="store_true",
-                        help="metrics and tracing on in every process (OJS METRICS/TRACING, an OTel SDK "
-                             "exporting to nowhere, a PROMETHEUS_MULTIPROC_DIR): their cost")
+                        help="their cost: the worker section runs each shape off, with metrics on, and with "
+                             "metrics and tracing on (an OTel SDK exporting to nowhere), interleaved, and "
+                             "reports each against off; the other sections run with both on")
     parser.add_argument("--no-peer", action="store_true", help="run without pgqueuer (the table says so)")
     parser.add_argument("--server", default=os.environ.get("DATABASE_URL", DEFAULT_SERVER),
                         help="a PostgreSQL URL naming the server (default: $DATABASE_URL, else %(default)s)")
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with bench_database(options.server) as stage:
             run = Run(stage, sizes, peer=peer_version is not None,
-                      peer_note="not run (--no-peer)" if peer_version is None else "")
+                      peer_note="not run (--no-peer)" if peer_version is None else "",
+                      observability=options.observability)
             if run.peer:
                 peer.install(stage.dsn)
             described = describe_run(sizes, peer_version)
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = json.dumps({"run": described}) + "\n" + json_lines(figures) + "\n"
     print(header(described))
     print(table(figures, markdown=options.markdown))
+    if options.observability and "worker" in options.only:
+        print()
+        print(observability_table(figures, markdown=options.markdown))
     print()
     print(lines, end="")
     if options.json:

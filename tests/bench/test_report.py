@@ -61,3 +61,19 @@ def test_the_markdown_table_has_a_row_per_figure_under_its_header():
     assert lines[0].startswith("| figure | ours | floor |") and lines[1].startswith("| --- |")
     assert lines[2].startswith("| ojs_worker 2 × 10 (jobs/s) | 900 | 1,500 | 0.60× | 1,000 | 0.90× |")
     assert "- raw SQL: worker.2x10, worker.1x10" in lines
+
+
+def test_the_observability_table_puts_off_and_on_side_by_side_per_shape():
+    from .report import observability_table
+
+    off = Figure("worker.1x10", "ojs_worker 1 × concurrency 10", "jobs/s", 400.0, floor=800.0)
+    metrics = Figure("worker.1x10.metrics", "ojs_worker 1 × concurrency 10, metrics on", "jobs/s", 390.0,
+                     floor=400.0, detail={"paired_ratio_median": 0.97, "cpu_us_per_job": 840.0,
+                                          "cpu_us_per_job_off": 800.0})
+    tracing = Figure("worker.1x10.tracing", "ojs_worker 1 × concurrency 10, metrics + tracing on", "jobs/s",
+                     300.0, floor=400.0, detail={"paired_ratio_median": 0.74})
+    unobserved = Figure("worker.2x10", "ojs_worker 2 × concurrency 10", "jobs/s", 700.0)
+    header, _rule, row = observability_table([off, unobserved, metrics, tracing]).splitlines()
+    assert header.split()[:3] == ["ojs_worker", "(jobs/s)", "off"]
+    assert row.split() == ["1", "×", "concurrency", "10", "400", "390", "0.97×", "0.97×", "+5", "%",
+                           "300", "0.75×", "0.74×", "–"]

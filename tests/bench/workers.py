@@ -11,9 +11,20 @@ not count. Exactly once: every job completed on attempt 1 with one
 Floor: the raw-SQL queue of floor.py, 2 processes claiming 10 per statement.
 Peer: pgqueuer, 5 consumer processes, batch 10. Both are read from their
 own tables' timestamps and checked for exactly once the same way.
+
+With ``--observability`` each shape also runs with the Prometheus metrics
+on, and with metrics and tracing on (every span recorded by an OTel SDK
+pipeline that exports nowhere, tests/bench/settings.py), in the same round
+as its run with both off, the order rotating from round to round
+(off, metrics, tracing; metrics, tracing, off; ...): the load of a shared
+machine drifts, and it must drift over all three alike. Their figures
+(``worker.1x10.metrics``, ``worker.1x10.tracing``) have the run off as
+their floor: the ratio is the throughput kept, the target ≥ 0.95.
 """
 
 from __future__ import annotations
+
+import os
 
 from . import floor, peer, store
 from .plan import Run
@@ -21,6 +32,15 @@ from .report import Figure, Target, median, median_or_none
 from .stage import BenchError, Process, started, wait_for
 
 SHAPES = ((1, 10), (2, 10), (1, 50), (2, 50))
+# The workers' environment per mode (example_project/settings.py reads OJS_METRICS
+# and OJS_TRACING; PROMETHEUS_MULTIPROC_DIR is the suite's, for every process).
+MODES = {
+    "off": {"OJS_METRICS": "false", "OJS_TRACING": "false", "OJS_BENCH_OTEL_SDK": ""},
+    "metrics": {"OJS_METRICS": "true", "OJS_TRACING": "false", "OJS_BENCH_OTEL_SDK": ""},
+    "tracing": {"OJS_METRICS": "true", "OJS_TRACING": "true", "OJS_BENCH_OTEL_SDK": "1"},
+}
+MODE_NAMES = {"metrics": "metrics on", "tracing": "metrics + tracing on"}
+KEPT = 0.95  # the throughput observability must keep (issue 12: ≤ 5 % cost)
 FLOOR_PROCESSES = 2
 PEER_CONSUMERS, PEER_BATCH = 5, 10
 
@@ -30,14 +50,29 @@ def _deadline(jobs: int) -> float:
     return 120 + jobs / 50
 
 
-def ours(context: Run, processes: int, concurrency: int) -> float:
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's user + system CPU so far (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu: list | None = None) -> float:
+    """jobs/s; ``cpu`` gets the workers' CPU per job in µs (start-up included), where /proc tells."""
     jobs = context.sizes.jobs
     store.reset()
     store.fill(jobs)
-    workers = [Process.manage(context.stage, "ojs_worker", "--concurrency", str(concurrency))
+    env = MODES[mode] if context.observability else {}
+    workers = [Process.manage(context.stage, "ojs_worker", "--concurrency", str(concurrency), **env)
                for _ in range(processes)]
     with started(workers):
         wait_for(lambda: not store.busy(), _deadline(jobs), f"{jobs:,} jobs to be worked", workers, interval=0.2)
+        used = [_cpu_seconds(worker.pid) for worker in workers]
+        if cpu is not None and None not in used:
+            cpu.append(sum(used) / jobs * 1e6)  # type: ignore[arg-type]
         for worker in workers:
             if (status := worker.stop()) != 0:
                 raise BenchError(f"ojs_worker exited {status} after SIGTERM:\n{worker.output()[-2000:]}")
@@ -72,18 +107,21 @@ def _run_until_exit(processes: list[Process], jobs: int) -> None:
 
 
 def run(context: Run) -> list[Figure]:
-    rates: dict[tuple[int, int], list[float]] = {shape: [] for shape in SHAPES}
+    modes = list(MODES) if context.observability else ["off"]
+    rates: dict[tuple[int, int, str], list[float]] = {(*shape, mode): [] for shape in SHAPES for mode in modes}
+    cpus: dict[tuple[int, int, str], list[float]] = {(*shape, mode): [] for shape in SHAPES for mode in modes}
     floors: list[float] = []
     peers: list[float] = []
-    for _ in range(context.sizes.repeat):
+    for round_ in range(context.sizes.repeat):
         for shape in SHAPES:
-            rates[shape].append(ours(context, *shape))
+            for mode in modes[round_ % len(modes):] + modes[:round_ % len(modes)]:
+                rates[(*shape, mode)].append(ours(context, *shape, mode, cpus[(*shape, mode)]))
         floors.append(raw(context))
         if context.peer:
             peers.append(theirs(context))
     figures = []
     for processes, concurrency in SHAPES:
-        samples = rates[(processes, concurrency)]
+        samples = rates[(processes, concurrency, "off")]
         targets = (Target("peer", ">=", 1.0), Target("floor", ">=", 0.6)) if (processes, concurrency) == (2, 10) else ()
         figures.append(Figure(
             f"worker.{processes}x{concurrency}", f"ojs_worker {processes} × concurrency {concurrency}", "jobs/s",
@@ -93,4 +131,27 @@ def run(context: Run) -> list[Figure]:
             floor_samples=floors, peer_samples=peers,
             detail={"jobs": context.sizes.jobs, "peer": f"pgqueuer {PEER_CONSUMERS} consumers × batch {PEER_BATCH}"},
         ))
+    for mode in modes[1:]:
+        figures += [observed(processes, concurrency, mode, rates[(processes, concurrency, mode)],
+                             rates[(processes, concurrency, "off")], cpus[(processes, concurrency, mode)],
+                             cpus[(processes, concurrency, "off")]) for processes, concurrency in SHAPES]
     return figures
+
+
+def observed(processes: int, concurrency: int, mode: str, samples: list[float], off: list[float],
+             cpu: list[float], cpu_off: list[float]) -> Figure:
+    """A shape with observability on, against the same shape off in the same rounds.
+
+    Beside throughput, the workers' CPU per job (start-up included): on a
+    shared machine it moves far less than jobs/s, and what observability
+    costs a worker is CPU.
+    """
+    return Figure(
+        f"worker.{processes}x{concurrency}.{mode}",
+        f"ojs_worker {processes} × concurrency {concurrency}, {MODE_NAMES[mode]}", "jobs/s",
+        median(samples), floor=median(off), floor_name="the same shape, metrics and tracing off, interleaved",
+        peer_note="no counterpart", targets=(Target("floor", ">=", KEPT),), samples=samples, floor_samples=off,
+        # Round by round (each on-run beside the off-run of its round): steadier than medians apart.
+        detail={"paired_ratio_median": median([on / base for on, base in zip(samples, off)]),
+                **({"cpu_us_per_job": median(cpu), "cpu_us_per_job_off": median(cpu_off)} if cpu and cpu_off else {})},
+    )

@@ -208,3 +208,130 @@ def test_the_jobs_of_a_batch_do_not_share_their_containers():
     first.retry["max_attempts"] = 99
     assert second.meta == {} and second.tags == ["t"] and second.retry["max_attempts"] == 3
     assert first.id != second.id and first.id.version == second.id.version == 7
+
+
+# --- With a signal receiver connected (the Prometheus metrics, a project's own):
+# the same one statements, which return their events for the receivers.
+
+
+@pytest.fixture
+def received():
+    """The events the receivers got, each with whether a transaction was still open then."""
+    from django_ojs import signals
+
+    seen: list = []
+
+    def on_event(sender, event, **kwargs):
+        seen.append((event, connection.in_atomic_block))
+
+    signals.ojs_event.connect(on_event)
+    yield seen
+    signals.ojs_event.disconnect(on_event)
+
+
+def sent(received, kind: str) -> list[Event]:
+    """The ``kind`` events received, all after commit, each exactly the row the store wrote."""
+    assert not any(open_ for _, open_ in received), "an event was sent inside its transaction"
+    got = [event for event, _ in received if event.type == kind]
+    for event in got:
+        row = Event.objects.get(id=event.id)
+        assert (row.seq, row.time, row.job_id, row.queue, row.data) == (
+            event.seq, event.time, event.job_id, event.queue, event.data)
+    return got
+
+
+def test_nobody_listening_the_statements_return_no_events(spec, push):
+    Worker.objects.register("w1")
+    Job.objects.push(spec(options={"queue": "quiet"}))
+    pushed = statements(lambda: Job.objects.push(spec(options={"queue": "quiet"})))
+    fetched = statements(lambda: Job.objects.fetch(["quiet"], worker_id="w1"))
+    [job] = Job.objects.filter(queue="quiet", state="active")
+    acked = statements(lambda: Job.objects.ack(job.id, lease=Lease("w1", 1)))
+    assert len(pushed) == len(fetched) == 1 and len(acked) == 3
+    assert not any("RETURNING seq, id, type" in sql or "ojs_e." in sql for sql in pushed + fetched + acked)
+
+
+def test_a_listened_push_is_one_statement_and_sends_what_the_stepwise_push_sends(spec, received, monkeypatch):
+    Job.objects.push(spec(options={"queue": "heard"}))  # the queue's row, once per process
+    received.clear()
+    sql = statements(lambda: Job.objects.push_many([spec(options={"queue": "heard", "priority": 4}, args=[n])
+                                                    for n in range(3)]))
+    assert len(sql) == 1 and sql[0].startswith("WITH inserted AS (INSERT"), sql
+    fast = sent(received, "job.enqueued")
+    assert len(fast) == 3 and len({event.id for event in fast}) == 3
+    monkeypatch.setattr(fastpush, "all_plain", lambda specs: False)
+    received.clear()
+    stepwise = Job.objects.push(spec(options={"queue": "heard", "priority": 4}, args=[9]))
+    [twin] = sent(received, "job.enqueued")
+    assert fast[0].data == {**twin.data, "job_id": fast[0].data["job_id"]}
+    assert (fast[0].type, fast[0].queue, twin.job_id) == ("job.enqueued", "heard", stepwise.id)
+
+
+def test_a_listened_push_inside_a_transaction_waits_for_its_commit(spec, received):
+    with transaction.atomic():
+        job = Job.objects.push(spec(options={"queue": "heard"}))
+        assert received == []
+    assert [event.job_id for event in sent(received, "job.enqueued")] == [job.id]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Job.objects.push(spec(options={"queue": "heard"}))
+        raise RuntimeError("roll back")
+    assert len(received) == 1
+
+
+def test_a_listened_fetch_and_ack_are_single_statements_that_send_their_events_once(push, received):
+    Worker.objects.register("w1")
+    job = push(options={"queue": "heard"})
+    Job.objects.fetch(["heard"], worker_id="w1")  # the queue's settings, then cached
+    job = push(options={"queue": "heard", "priority": 2})
+    received.clear()
+    fetched = statements(lambda: Job.objects.fetch(["heard"], worker_id="w1"))
+    assert len(fetched) == 1 and "FOR UPDATE SKIP LOCKED" in fetched[0], fetched
+    [started] = sent(received, "job.started")
+    assert started.job_id == job.id
+    assert started.data == {"job_id": str(job.id), "job_type": job.type, "queue": "heard", "state": "active",
+                            "attempt": 1, "worker_id": "w1"}
+    received.clear()
+    acked = statements(lambda: Job.objects.ack(job.id, result=1, lease=Lease("w1", 1)))
+    assert acked[0] == "BEGIN" and acked[-1] == "COMMIT" and len(acked) == 3, acked
+    [done] = sent(received, "job.completed")
+    row = reload(job)
+    assert done.data == {"job_id": str(job.id), "job_type": job.type, "queue": "heard", "state": "completed",
+                         "attempt": 1, "duration_ms": to_millis(row.completed_at - row.started_at)}
+    assert len(received) == 1
+
+
+def test_a_listened_worker_turn_is_still_five_statements_and_sends_after_its_commit(push, received):
+    from django_ojs.core.outcome import Settlement
+
+    Worker.objects.register("w1")
+    for n in range(5):
+        push(args=[n], options={"queue": "turns"})
+    running = Job.objects.fetch(["turns"], count=3, worker_id="w1")
+    received.clear()
+    settlements = [Settlement(job.id, Lease("w1", 1), result=n) for n, job in enumerate(running)]
+    with CaptureQueriesContext(connection) as queries:
+        verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 7, sql
+    assert [verdict.value for verdict in verdicts] == ["completed"] * 3
+    completed = sent(received, "job.completed")
+    assert sorted(event.job_id for event in completed) == sorted(job.id for job in running)
+    assert all(set(event.data) == {"job_id", "job_type", "queue", "state", "attempt", "duration_ms"}
+               and event.data["state"] == "completed" for event in completed)
+    assert sorted(event.job_id for event in sent(received, "job.started")) == sorted(job.id for job in claimed)
+    assert len(received) == 5
+
+
+def test_with_the_event_store_off_the_fast_paths_still_send_events(push, received, ojs):
+    ojs(EVENTS=False)
+    Worker.objects.register("w1")
+    push(options={"queue": "unstored"})
+    Job.objects.fetch(["unstored"], worker_id="w1")
+    job = push(options={"queue": "unstored"})
+    fetched = statements(lambda: Job.objects.fetch(["unstored"], worker_id="w1"))
+    Job.objects.ack(job.id, lease=Lease("w1", 1))
+    assert len(fetched) == 1
+    assert [event.type for event, _ in received if event.job_id == job.id] == [
+        "job.enqueued", "job.started", "job.completed"]
+    assert all(event.seq is None and event.id is not None for event, _ in received)
+    assert not Event.objects.exists()
