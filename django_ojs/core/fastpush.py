@@ -184,7 +184,7 @@ class _Shape:
         )
         one = f"VALUES ({', '.join([*(f'%s::{_db_type(model, c, connection)}' for c in newjob.SPEC_COLUMNS), *rest])})"
         self._insert = {False: into + many + returning, True: into + one + returning}
-        self._sql: dict[tuple[bool, bool], str] = {}
+        self._sql: dict[tuple[bool, bool, bool], str] = {}
 
     def params_of(self, columns: dict[str, Any]) -> list[Any]:
         """One job's spec columns as the VALUES row's parameters."""

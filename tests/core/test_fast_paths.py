@@ -300,7 +300,7 @@ def test_a_listened_fetch_and_ack_are_single_statements_that_send_their_events_o
     assert len(received) == 1
 
 
-def test_a_listened_worker_turn_is_still_five_statements_and_sends_after_its_commit(push, received):
+def test_a_listened_worker_turn_is_still_four_statements_and_sends_after_its_commit(push, received):
     from django_ojs.core.outcome import Settlement
 
     Worker.objects.register("w1")
@@ -312,7 +312,7 @@ def test_a_listened_worker_turn_is_still_five_statements_and_sends_after_its_com
     with CaptureQueriesContext(connection) as queries:
         verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 7, sql
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 6, sql
     assert [verdict.value for verdict in verdicts] == ["completed"] * 3
     completed = sent(received, "job.completed")
     assert sorted(event.job_id for event in completed) == sorted(job.id for job in running)
