@@ -117,15 +117,7 @@ COLUMNS = ("figure", "ours", "floor", "×floor", "pgqueuer", "×pgq", "target", 
 
 def table(figures: list[Figure], *, markdown: bool = False) -> str:
     """One row per figure, plain text or Markdown, with the floors named under it."""
-    rows = [COLUMNS, *(_row(figure) for figure in figures)]
-    if markdown:
-        lines = [f"| {' | '.join(row)} |" for row in rows]
-        lines.insert(1, "| --- " * len(COLUMNS) + "|")
-    else:
-        widths = [max(len(row[index]) for row in rows) for index in range(len(COLUMNS))]
-        lines = ["  ".join(cell.ljust(width) if index == 0 else cell.rjust(width)
-                           for index, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in rows]
-        lines.insert(1, "  ".join("-" * width for width in widths))
+    lines = _layout([COLUMNS, *(_row(figure) for figure in figures)], markdown=markdown)
     floors: dict[str, list[str]] = {}
     for figure in figures:
         if figure.floor_name:
@@ -180,15 +172,20 @@ def observability_table(figures: list[Figure], *, markdown: bool = False) -> str
             cost = f"{(cpu / cpu_off - 1) * 100:+.0f} %" if cpu and cpu_off else "–"
             row += [_number(observed.ours), _times(observed.ratio_floor), _times(paired), cost]
         rows.append(tuple(row))
+    return "\n".join(_layout(rows, markdown=markdown))
+
+
+def _layout(rows: list[tuple[str, ...]], *, markdown: bool) -> list[str]:
+    """Rows (the first is the header) as Markdown, or as aligned text: the first column left, numbers right."""
     if markdown:
         lines = [f"| {' | '.join(row)} |" for row in rows]
-        lines.insert(1, "| --- " * len(header) + "|")
-    else:
-        widths = [max(len(row[index]) for row in rows) for index in range(len(header))]
-        lines = ["  ".join(cell.ljust(width) if index == 0 else cell.rjust(width)
-                           for index, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in rows]
-        lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+        lines.insert(1, "| --- " * len(rows[0]) + "|")
+        return lines
+    widths = [max(len(row[index]) for row in rows) for index in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) if index == 0 else cell.rjust(width)
+                       for index, (cell, width) in enumerate(zip(row, widths))).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
 
 
 def json_lines(figures: list[Figure]) -> str:
