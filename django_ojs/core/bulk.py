@@ -24,10 +24,9 @@ attributes a filter can name (queue, type, args, meta) do not change.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,13 +110,7 @@ def _retry(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkRe
         else:
             moved.append(seq)
     report.moved += len(moved)
-    events.record_for_jobs(
-        "job.enqueued",
-        moved,
-        now,
-        lambda: _events_from_rows(manager, moved, "job.enqueued", now, retried_from_dead_letter=True),
-        data={"retried_from_dead_letter": True},
-    )
+    _record(manager, "job.enqueued", moved, now, retried_from_dead_letter=True)
 
 
 def _cancel(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
@@ -132,13 +125,7 @@ def _cancel(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkR
     for seq, state, _ in rows:
         by_previous.setdefault(state, []).append(seq)
     for previous, group in sorted(by_previous.items()):
-        events.record_for_jobs(
-            "job.cancelled",
-            group,
-            now,
-            functools.partial(_events_from_rows, manager, group, "job.cancelled", now, previous_state=previous),
-            data={"previous_state": previous},
-        )
+        _record(manager, "job.cancelled", group, now, previous_state=previous)
 
 
 def _discard(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
@@ -154,13 +141,7 @@ def _activate(manager: Any, rows: list[tuple[int, str, str | None]], report: Bul
     seqs = [seq for seq, _, _ in rows]
     manager.filter(seq__in=seqs).update(state=target(Move.ACTIVATE), enqueued_at=now)
     report.moved += len(seqs)
-    events.record_for_jobs(
-        "job.enqueued",
-        seqs,
-        now,
-        lambda: _events_from_rows(manager, seqs, "job.enqueued", now, activated=True),
-        data={"activated": True},
-    )
+    _record(manager, "job.enqueued", seqs, now, activated=True)
 
 
 def _purge(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
@@ -172,8 +153,15 @@ def _purge(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkRe
     report.moved += len(seqs)
 
 
-def _events_from_rows(manager: Any, seqs: Sequence[int], kind: str, now: Any, **data: Any) -> list[Any]:
-    return [events.job_event(kind, job, now, **data) for job in manager.filter(seq__in=seqs).order_by("seq")]
+def _record(manager: Any, kind: str, seqs: list[int], now: Any, **data: Any) -> None:
+    """One ``kind`` event per moved job, with ``data`` added to each."""
+    events.record_for_jobs(
+        kind,
+        seqs,
+        now,
+        lambda: [events.job_event(kind, job, now, **data) for job in manager.filter(seq__in=seqs).order_by("seq")],
+        data=data,
+    )
 
 
 MOVES: dict[str, BulkMove] = {
