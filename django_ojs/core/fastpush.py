@@ -25,14 +25,13 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from django.db.models.base import ModelState
-
 from .. import signals
 from ..conf import ojs_settings
 from ..durations import RelativeTime
 from ..envelope import JobSpec
 from ..states import JobState
 from . import events, newjob, queue_config
+from .loaded import loaded
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -68,7 +67,6 @@ def insert(manager: Any, specs: Sequence[JobSpec]) -> list[Job]:
     ``seq`` and the clock from its RETURNING rows.
     """
     from django.db import connection
-    from django.db.models.signals import post_init, pre_init
 
     shape = _shape(manager.model)
     defaults = newjob.Defaults.from_settings()
@@ -96,9 +94,7 @@ def insert(manager: Any, specs: Sequence[JobSpec]) -> list[Job]:
     # the jobs' order; each is still matched by id, which costs nothing and
     # depends on no planner detail.
     seq_of = dict(zip(ids, seqs, strict=True))
-    build = shape.job if pre_init.has_listeners(shape.model) or post_init.has_listeners(shape.model) else shape.bare_job
-    db = manager.db
-    return [build(db, columns, seq_of[columns["id"]], created_at) for columns in values]
+    return [shape.job(manager.db, columns, seq_of[columns["id"]], created_at) for columns in values]
 
 
 # Values compared by equality for sharing; JSON containers only when empty
@@ -214,22 +210,9 @@ class _Shape:
         return sql
 
     def job(self, db: str, columns: dict[str, Any], seq: int, created_at: dt.datetime) -> Job:
-        """The stored job, built as a query would load it (``Model.from_db``)."""
-        values = {**self.fixed, **columns, "seq": seq, "created_at": created_at, "enqueued_at": created_at}
-        return self.model.from_db(db, self.attnames, [values[name] for name in self.attnames])
-
-    def bare_job(self, db: str, columns: dict[str, Any], seq: int, created_at: dt.datetime) -> Job:
-        """``job`` without ``Model.__init__``, for a model no pre_init/post_init receiver watches.
-
-        ``__init__`` spends ~15 µs a job setting 40 attributes one by one and
-        sending those signals; with every attribute at hand and no receiver,
-        the instance is the same when its ``__dict__`` is filled at once.
-        """
-        job = self.model.__new__(self.model)
-        job.__dict__.update(self.fixed, **columns, seq=seq, created_at=created_at, enqueued_at=created_at)
-        state = job._state = ModelState()
-        state.adding, state.db = False, db
-        return job
+        """The stored job, as a query would load it (``loaded``)."""
+        return loaded(self.model, db, {**self.fixed, **columns, "seq": seq, "created_at": created_at,
+                                       "enqueued_at": created_at})
 
 
 _shapes: dict[Any, _Shape] = {}

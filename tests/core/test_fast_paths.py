@@ -335,3 +335,29 @@ def test_with_the_event_store_off_the_fast_paths_still_send_events(push, receive
         "job.enqueued", "job.started", "job.completed"]
     assert all(event.seq is None and event.id is not None for event, _ in received)
     assert not Event.objects.exists()
+
+
+def test_with_an_init_receiver_the_returned_jobs_and_events_are_built_through_model_init(spec, received):
+    from django.db.models.signals import post_init
+
+    Job.objects.push(spec(options={"queue": "heard"}))  # the queue's row, once per process
+    initialised: list = []
+
+    def on_init(sender, instance, **kwargs):
+        initialised.append(instance)
+
+    post_init.connect(on_init, sender=Job)
+    post_init.connect(on_init, sender=Event)
+    try:
+        sql = statements(lambda: initialised.extend(Job.objects.push_many(
+            [spec(options={"queue": "heard"}, args=[n]) for n in range(2)])))
+    finally:
+        post_init.disconnect(on_init, sender=Job)
+        post_init.disconnect(on_init, sender=Event)
+    assert len(sql) == 1  # still the one statement
+    # Each returned job and each sent event went through __init__ (the receiver saw it), then was returned.
+    pushed = initialised[-2:]
+    assert all(isinstance(job, Job) and not job._state.adding for job in pushed)
+    assert sum(item is job for item in initialised[:-2] for job in pushed) == 2
+    assert sum(isinstance(item, Event) for item in initialised) == 2
+    assert [stored(job) for job in pushed] == [stored(reload(job)) for job in pushed]
