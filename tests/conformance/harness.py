@@ -152,10 +152,13 @@ def run_suites(stack: Stack, runner_dir: Path, levels: str, report: Path) -> sub
     A failed case that does not wait gets no second run: nothing but our
     server decides it.
     """
-    runs = [_run(stack, runner_dir, report.with_name(f"{report.stem}-{level}{report.suffix}"), "--level", level)
-            for level in levels.split(",")]
-    timed, untimed = _failed_cases(runner_dir, report.parent.glob(f"{report.stem}-*{report.suffix}"))
-    if max(run.returncode for run in runs) != 0 and timed and not untimed:
+    reports = {level: report.with_name(f"{report.stem}-{level}{report.suffix}") for level in levels.split(",")}
+    runs = [_run(stack, runner_dir, path, "--level", level) for level, path in reports.items()]
+    # Only this call's reports: an older one left in the directory says nothing of this run.
+    timed, untimed = _failed_cases(runner_dir, [path for path in reports.values() if path.exists()])
+    # A run that failed without writing its report failed for a reason no case names: never retried.
+    unexplained = any(run.returncode and not path.exists() for run, path in zip(runs, reports.values(), strict=True))
+    if max(run.returncode for run in runs) != 0 and timed and not untimed and not unexplained:
         again = _run(stack, runner_dir, report.with_name(f"{report.stem}-rerun{report.suffix}"),
                      *(arg for case in timed for arg in ("--test", case)))
         verdict = "passed the second time" if again.returncode == 0 else "failed again"
@@ -188,9 +191,7 @@ def _run(stack: Stack, runner_dir: Path, report: Path, *selection: str) -> subpr
 def _failed_cases(runner_dir: Path, reports: Iterable[Path]) -> tuple[list[str], list[str]]:
     """The failed (or errored) cases of these reports: (those that wait, those that do not)."""
     timed, untimed = [], []
-    for path in sorted(reports):
-        if "rerun" in path.name:
-            continue
+    for path in reports:
         for case in json.loads(path.read_text()).get("tests", []):
             status = case.get("status")
             if status in ("pass", "xfail", "skip", "skipped"):

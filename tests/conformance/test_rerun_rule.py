@@ -21,12 +21,7 @@ def test_only_failed_cases_that_wait_get_a_second_run(tmp_path):
     report.write_text(json.dumps({"tests": [
         {"test_id": test_id, "status": status, "file_path": f"{test_id}.json"} for test_id, status in statuses.items()
     ]}))
-    # A rerun's own report is never read as a first run.
-    (tmp_path / "report-rerun.json").write_text(json.dumps({"tests": [
-        {"test_id": "L0-NO-WAIT", "status": "fail", "file_path": "L0-NO-WAIT.json"}
-    ]}))
-
-    timed, untimed = _failed_cases(tmp_path, [report, tmp_path / "report-rerun.json"])
+    timed, untimed = _failed_cases(tmp_path, [report])
 
     assert timed == ["L1-WAITS", "L2-WAIT-STEP"]
     assert untimed == ["L0-NO-WAIT"]
