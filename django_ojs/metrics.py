@@ -5,9 +5,11 @@ Two kinds, two sources:
 - **Counters and histograms** are counted where things happen. The lifecycle
   counters (``ojs_job_enqueued_total``, ``_completed``, ``_failed`` = discarded,
   ``_retried``, ``_cancelled``, ``_expired``, ``ojs_reaper_recovered_total``)
-  come from the events signals (``django_ojs.signals``), so they count
-  committed moves only, in whichever process made them: web (PUSH, ACK over
-  HTTP), worker, reaper. The histograms ``ojs_job_duration_seconds`` and
+  come from the committed events (``django_ojs.signals.count_with``: after
+  commit, like the signals, but told of the one-statement paths' events as
+  (queue, type) pairs, with no event row read back), so they count committed
+  moves only, in whichever process made them: web (PUSH, ACK over HTTP),
+  worker, reaper. The histograms ``ojs_job_duration_seconds`` and
   ``ojs_job_queue_time_seconds`` are observed by the Python worker around
   each execution.
 - **Gauges** about the whole store (``ojs_queue_depth``, the oldest available
@@ -24,6 +26,7 @@ of the process that answers only (fine for one process, wrong for several).
 
 from __future__ import annotations
 
+import collections
 import os
 from typing import Any
 
@@ -79,8 +82,8 @@ def _child(metric: Any, *labels: str) -> Any:
     return child
 
 
-def count_event(sender: Any, event: Any, **kwargs: Any) -> None:
-    """The ``ojs_event`` receiver: one committed event, one increment."""
+def count_event(event: Any) -> None:
+    """One committed event, one increment."""
     counter = _BY_TYPE.get(event.type)
     if counter is None:
         return
@@ -93,6 +96,26 @@ def count_event(sender: Any, event: Any, **kwargs: Any) -> None:
         kind = (data.get("error") or {}).get("type")
         if kind in _RECOVERIES:
             _child(RECOVERED, queue, kind).inc()
+
+
+class _Counting:
+    """What ``signals.count_with`` is given: committed events, whole or as (queue, job type) pairs."""
+
+    def count_events(self, events: list[Any]) -> None:
+        for event in events:
+            count_event(event)
+
+    def count_moves(self, kind: str, pairs: list[tuple[str, str]]) -> None:
+        """``kind`` events of new jobs or finished attempts (never ``job.failed``, which needs its error)."""
+        counter = _BY_TYPE.get(kind)
+        if counter is None:
+            return
+        # One increment per label pair, not per job: a worker turn completes many.
+        for (queue, job_type), many in collections.Counter(pairs).items():
+            _child(counter, queue, job_type).inc(many)
+
+
+COUNTING = _Counting()
 
 
 def observe_execution(job: Any, state: str, seconds: float) -> None:
@@ -157,7 +180,13 @@ def exposition() -> bytes:
 
 
 def enable() -> None:
-    """Connect the counters to the events signals (AppConfig.ready, with METRICS on)."""
-    from .signals import ojs_event
+    """Count every committed event from now on (AppConfig.ready, with METRICS on)."""
+    from .signals import count_with
 
-    ojs_event.connect(count_event, dispatch_uid="django_ojs.metrics")
+    count_with(COUNTING)
+
+
+def disable() -> None:
+    from .signals import stop_counting
+
+    stop_counting(COUNTING)

@@ -48,8 +48,8 @@ def other_event(kind: str, time: dt.datetime, *, queue: str | None = None, **dat
 
 
 def record(events: Iterable[Any]) -> None:
-    """Write these events; hand them to the signal receivers once committed."""
-    listening = signals.wanted()
+    """Write these events; hand them to the signal receivers and counters once committed."""
+    listening = signals.observed()
     if not ojs_settings.EVENTS and not listening:
         return
     from ..models import Event
@@ -92,7 +92,7 @@ def record_for_jobs(
     """
     if not seqs:
         return
-    listening = signals.wanted()
+    listening = signals.observed()
     if not ojs_settings.EVENTS and not listening:
         return
     from django.db import connection

@@ -62,11 +62,18 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
     rows = list(manager.raw(sql, params))
     if listening:
         events.send_returned([events.events_of(job) for job in rows])  # after the caller's commit
+    else:
+        signals.count_after_commit("job.completed", [(job.queue, job.type) for job in rows])
     return rows[0] if rows else None
 
 
-def complete_rows(manager: Any, seqs: Sequence[int], results: Sequence[Any], now: dt.datetime) -> None:
-    """Complete these rows, already locked and checked by ``settle_many``, with their results, and log it."""
+def complete_rows(
+    manager: Any, seqs: Sequence[int], results: Sequence[Any], now: dt.datetime, labels: list[tuple[str, str]]
+) -> None:
+    """Complete these rows, already locked and checked by ``settle_many``, with their results, and log it.
+
+    ``labels``: each row's (queue, type), for the counters when no receiver wants the events themselves.
+    """
     from django.db import connection
 
     table = manager.model._meta.db_table
@@ -91,3 +98,5 @@ def complete_rows(manager: Any, seqs: Sequence[int], results: Sequence[Any], now
         cursor.execute(sql, params)
         if listening:
             events.send_returned(cursor.fetchall())  # after the worker turn's commit
+    if not listening:
+        signals.count_after_commit("job.completed", labels)

@@ -99,6 +99,8 @@ def claim(
     if listening:
         # After the caller's commit (at once for the statement on its own).
         events.send_returned([events.events_of(job) for job in rows])
+    else:
+        signals.count_after_commit("job.started", [(job.queue, job.type) for job in rows if job.seq is not None])
     # Sorted here, not in SQL: a sort node of a few rows, but the plan guard
     # (tests/core/test_query_plans.py) rightly allows none in a claim.
     jobs = sorted((job for job in rows if job.seq is not None), key=lambda job: (-job.priority, job.seq))

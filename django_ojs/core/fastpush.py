@@ -90,6 +90,7 @@ def insert(manager: Any, specs: Sequence[JobSpec]) -> list[Job]:
             events.send_returned(row[3:] for row in fetched)
         else:
             created_at, seqs, ids = cursor.fetchone()
+            signals.count_after_commit("job.enqueued", [(columns["queue"], columns["type"]) for columns in values])
     # The statement inserts in the rows' order (ORDER BY e.n), so seqs follow
     # the jobs' order; each is still matched by id, which costs nothing and
     # depends on no planner detail.

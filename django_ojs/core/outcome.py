@@ -215,7 +215,9 @@ class OutcomeMixin:
             return
         seqs = [row[0] for _, row in held]
         if events.fast_paths_ok():
-            fastack.complete_rows(self, seqs, [settlement.result for settlement, _ in held], now)
+            fastack.complete_rows(
+                self, seqs, [settlement.result for settlement, _ in held], now, [(row[3], row[2]) for _, row in held]
+            )
             return
         results = [
             When(seq=row[0], then=Value(settlement.result, output_field=JSONField()))
