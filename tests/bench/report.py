@@ -143,7 +143,7 @@ def _row(figure: Figure) -> tuple[str, ...]:
     )
 
 
-OBSERVED = ("metrics", "tracing")
+OBSERVED = ("metrics", "tracing", "sampled")
 
 
 def observability_table(figures: list[Figure], *, markdown: bool = False) -> str:
@@ -155,7 +155,7 @@ def observability_table(figures: list[Figure], *, markdown: bool = False) -> str
     """
     by_key = {figure.key: figure for figure in figures}
     header = ("ojs_worker (jobs/s)", "off", "metrics", "×off", "×off paired", "CPU/job", "metrics+tracing", "×off",
-              "×off paired", "CPU/job")
+              "×off paired", "CPU/job", "tracing 10 %", "×off", "×off paired", "CPU/job")
     rows = [header]
     for figure in figures:
         on = [by_key.get(f"{figure.key}.{mode}") for mode in OBSERVED]

@@ -13,15 +13,19 @@ ROOT_URLCONF = "tests.bench.urls"
 if os.environ.get("OJS_BENCH_OTEL_SDK"):
     # --observability: a real SDK pipeline (spans recorded, batched, exported)
     # whose exporter drops them, so the figure is the cost of tracing itself.
+    # "1" records every span; a fraction such as "0.1" samples that share of
+    # traces as a production project would (ParentBased(TraceIdRatioBased)).
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
     class _Nowhere(SpanExporter):
         def export(self, spans):
             return SpanExportResult.SUCCESS
 
-    _provider = TracerProvider()
+    _share = float(os.environ["OJS_BENCH_OTEL_SDK"])
+    _provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(_share))) if _share < 1 else TracerProvider()
     _provider.add_span_processor(BatchSpanProcessor(_Nowhere()))
     trace.set_tracer_provider(_provider)
 DEBUG = False

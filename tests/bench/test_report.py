@@ -76,4 +76,4 @@ def test_the_observability_table_puts_off_and_on_side_by_side_per_shape():
     header, _rule, row = observability_table([off, unobserved, metrics, tracing]).splitlines()
     assert header.split()[:3] == ["ojs_worker", "(jobs/s)", "off"]
     assert row.split() == ["1", "×", "concurrency", "10", "400", "390", "0.97×", "0.97×", "+5", "%",
-                           "300", "0.75×", "0.74×", "–"]
+                           "300", "0.75×", "0.74×", "–", "–", "–", "–", "–"]

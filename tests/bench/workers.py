@@ -13,11 +13,12 @@ Peer: pgqueuer, 5 consumer processes, batch 10. Both are read from their
 own tables' timestamps and checked for exactly once the same way.
 
 With ``--observability`` each shape also runs with the Prometheus metrics
-on, and with metrics and tracing on (every span recorded by an OTel SDK
-pipeline that exports nowhere, tests/bench/settings.py), in the same round
-as its run with both off, the order rotating from round to round
-(off, metrics, tracing; metrics, tracing, off; ...): the load of a shared
-machine drifts, and it must drift over all three alike. Their figures
+on, with metrics and tracing on (every span recorded by an OTel SDK
+pipeline that exports nowhere, tests/bench/settings.py), and with metrics
+and tracing sampled at 10 % (``ParentBased(TraceIdRatioBased(0.1))``), in
+the same round as its run with both off, the order rotating from round to
+round (off, metrics, tracing, sampled; metrics, tracing, sampled, off; ...):
+the load of a shared machine drifts, and it must drift over all alike. Their figures
 (``worker.1x10.metrics``, ``worker.1x10.tracing``) have the run off as
 their floor: the ratio is the throughput kept, the target ≥ 0.95.
 """
@@ -32,14 +33,18 @@ from .report import Figure, Target, median, median_or_none
 from .stage import BenchError, Process, started, wait_for
 
 SHAPES = ((1, 10), (2, 10), (1, 50), (2, 50))
+# The share of traces the "sampled" mode records, as a production project samples.
+SAMPLED_SHARE = 0.1
 # The workers' environment per mode (example_project/settings.py reads OJS_METRICS
 # and OJS_TRACING; PROMETHEUS_MULTIPROC_DIR is the suite's, for every process).
 MODES = {
     "off": {"OJS_METRICS": "false", "OJS_TRACING": "false", "OJS_BENCH_OTEL_SDK": ""},
     "metrics": {"OJS_METRICS": "true", "OJS_TRACING": "false", "OJS_BENCH_OTEL_SDK": ""},
     "tracing": {"OJS_METRICS": "true", "OJS_TRACING": "true", "OJS_BENCH_OTEL_SDK": "1"},
+    "sampled": {"OJS_METRICS": "true", "OJS_TRACING": "true", "OJS_BENCH_OTEL_SDK": str(SAMPLED_SHARE)},
 }
-MODE_NAMES = {"metrics": "metrics on", "tracing": "metrics + tracing on"}
+MODE_NAMES = {"metrics": "metrics on", "tracing": "metrics + tracing on",
+              "sampled": f"metrics + tracing on, {SAMPLED_SHARE:.0%} of traces sampled"}
 KEPT = 0.95  # the throughput observability must keep (issue 12: ≤ 5 % cost)
 FLOOR_PROCESSES = 2
 PEER_CONSUMERS, PEER_BATCH = 5, 10
