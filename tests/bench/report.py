@@ -151,7 +151,7 @@ def observability_table(figures: list[Figure], *, markdown: bool = False) -> str
 
     Each ratio twice: of the medians, and the median of the round-by-round
     ratios (``paired_ratio_median``); then what the workers' CPU per job
-    grew by (medians, start-up included).
+    grew by (medians, once under way: start-up left out).
     """
     by_key = {figure.key: figure for figure in figures}
     header = ("ojs_worker (jobs/s)", "off", "metrics", "×off", "×off paired", "CPU/job", "metrics+tracing", "×off",

@@ -17,8 +17,8 @@ if os.environ.get("OJS_BENCH_OTEL_SDK"):
     # traces as a production project would (ParentBased(TraceIdRatioBased)).
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     class _Nowhere(SpanExporter):
         def export(self, spans):

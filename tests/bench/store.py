@@ -22,11 +22,18 @@ def reset() -> None:
     reset_store()
 
 
-def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP) -> None:
-    """Add ``count`` available jobs of ``job_type`` to ``queue``, then refresh the planner's statistics."""
+def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP, roots: bool = False) -> None:
+    """Add ``count`` available jobs of ``job_type`` to ``queue``, then refresh the planner's statistics.
+
+    The jobs are copies of one, so with tracing on they share its producer
+    span; ``roots``: none, each execution starts a trace of its own (which a
+    ratio sampler then samples or not, job by job).
+    """
     import django_ojs
 
     template = django_ojs.enqueue(job_type, [], queue=queue)
+    if roots:
+        Job.objects.filter(seq=template.seq).update(meta={})
     if count > 1:
         table = Job._meta.db_table
         columns = [field.column for field in Job._meta.concrete_fields if field.column not in ("seq", "id")]
@@ -49,6 +56,11 @@ def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP) -> None:
 def busy() -> bool:
     """Jobs still to do: available or active (two partial indexes: cheap to poll)."""
     return Job.objects.filter(state__in=["available", "active"]).exists()
+
+
+def completed() -> int:
+    """Jobs completed so far."""
+    return Job.objects.filter(state="completed").count()
 
 
 def throughput() -> tuple[float, float]:
