@@ -299,10 +299,10 @@ class Runtime:
             self._enforce_timeouts(now)
         if self._drain is not None:
             self._drain_turn(now)
-        flush = bool(self._unwritten) and self._flush_due(now)
-        fetch = self._fetch_due(now)
-        if flush or fetch:
-            self._write_and_claim(now, flush, fetch)
+        batch = self._unwritten[: self.config.ack_batch_size] if self._unwritten and self._flush_due(now) else []
+        fetch = self._fetch_due(now, batch)
+        if batch or fetch:
+            self._write_and_claim(now, batch, fetch)
 
     def _time_to_wait(self, now: float) -> float:
         wakes = [now + MAX_WAIT]
@@ -400,28 +400,36 @@ class Runtime:
     def _free_slots(self) -> int:
         return self.config.concurrency - len(self._table)
 
-    def _fetch_due(self, now: float) -> bool:
+    @staticmethod
+    def _freed_by(batch: list[Execution]) -> int:
+        """The slots writing ``batch`` frees: its executions whose handler has returned.
+
+        A timed-out handler still running keeps its slot after its failure is
+        written (its thread cannot be killed).
+        """
+        return sum(1 for execution in batch if execution.thread_done)
+
+    def _fetch_due(self, now: float, batch: list[Execution]) -> bool:
         return (
             self.lifecycle.fetching
             and now >= self._retry_db_at
-            and self._free_slots() > 0
+            and self._free_slots() + self._freed_by(batch) > 0
             and (self._more_work or now >= self._next_poll)
         )
 
-    def _write_and_claim(self, now: float, flush: bool, fetch: bool) -> None:
+    def _write_and_claim(self, now: float, batch: list[Execution], fetch: bool) -> None:
         """Write decided outcomes and claim new jobs for the free slots, in one transaction.
 
-        One commit per turn instead of two. The slots the written jobs free
-        are counted only after the commit, so the claim asks for the slots
-        that were free before it: never more than the concurrency. Nothing
-        is applied in memory (released, dispatched) before the commit
-        succeeds: if it fails, the outcomes are written again next turn and
-        nothing was claimed.
+        One commit per turn instead of two, including the turn that writes a
+        full batch: the claim also asks for the slots that batch frees. That
+        never exceeds the concurrency, because the claim commits only if the
+        writes do: if the transaction fails nothing was written and nothing
+        claimed. Nothing is applied in memory (released, dispatched) before
+        the commit succeeds: the outcomes are written again next turn.
         """
         from ..models import Job
 
-        batch = self._unwritten[: self.config.ack_batch_size] if flush else []
-        count = self._free_slots() if fetch else 0
+        count = self._free_slots() + self._freed_by(batch) if fetch else 0
         if fetch:
             # Cleared before the query: a notification that arrives during it sets it again.
             self._more_work = False

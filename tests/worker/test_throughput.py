@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 from collections import defaultdict
@@ -66,3 +67,23 @@ def test_four_workers_run_eight_thousand_jobs_exactly_once_within_their_concurre
         assert process.wait(timeout=PATIENCE) == 0
         used = int(re.search(r"at most (\d+) of 10 slots in use", process.output).group(1))
         assert used <= CONCURRENCY
+
+
+def test_the_turn_that_writes_finished_jobs_claims_the_slots_they_free(worker):
+    """One transaction per turn: the write of a finished batch also claims for the slots it frees.
+
+    Without it, a worker whose slots are all taken writes a batch in one
+    transaction and claims in the next: two commits per batch. With one slot,
+    every job after the first is claimed in the transaction that completed
+    the one before it, so its ``started_at`` is that ``completed_at`` (both
+    the transaction's timestamp).
+    """
+    Job.objects.push_many([parse_job({"type": "probe.noop", "args": [], "options": {"queue": "turns"}})
+                           for _ in range(20)])
+    process = worker("--concurrency", "1", "--queue", "turns")
+    wait_until(lambda: Job.objects.filter(queue="turns", state="completed").count() == 20, PATIENCE,
+               "every job to complete")
+    held = list(Job.objects.filter(queue="turns").order_by("started_at").values_list("started_at", "completed_at"))
+    assert [later[0] == earlier[1] for earlier, later in itertools.pairwise(held)] == [True] * 19, held
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0
