@@ -67,6 +67,30 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
     return rows[0] if rows else None
 
 
+def lock_settled(manager: Any, job_ids: Sequence[str]) -> list[tuple]:
+    """``settle_many``'s lock, as one precompiled statement: the rows of ``job_ids`` that may be settled.
+
+    The same statement the ORM query on other databases builds -- by the
+    unique index on ``id``, in ``seq`` order, with whether each is a pending
+    workflow step and the transaction's clock -- without compiling it on every
+    worker turn (a tenth of a turn's time in the worker's profile).
+    """
+    from django.db import connection
+
+    from ..models import WorkflowNode
+    from .workflows import PENDING
+
+    sql = (
+        "SELECT j.seq, j.id, j.type, j.queue, j.attempt, j.started_at, j.worker_id,"
+        f" EXISTS (SELECT 1 FROM {WorkflowNode._meta.db_table} n WHERE n.job_seq = j.seq AND n.state = %s),"
+        f" CURRENT_TIMESTAMP FROM {manager.model._meta.db_table} j"
+        " WHERE j.id = ANY(%s::uuid[]) AND j.state = ANY(%s) ORDER BY j.seq FOR UPDATE"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [PENDING, list(job_ids), sorted(state.value for state in sources(Move.ACK))])
+        return cursor.fetchall()
+
+
 def complete_rows(
     manager: Any, seqs: Sequence[int], results: Sequence[Any], now: dt.datetime, labels: list[tuple[str, str]]
 ) -> None:

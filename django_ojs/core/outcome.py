@@ -177,16 +177,20 @@ class OutcomeMixin:
         # No savepoint of its own: inside settle_and_fetch's transaction (the
         # worker's every turn) a failure undoes the whole turn anyway.
         with transaction.atomic(savepoint=False):
-            rows = {
-                str(row[1]): row
-                for row in self.select_for_update()
-                .filter(id__in=list({str(s.job_id) for s in settlements}), state__in=sources(Move.ACK))
-                # Whether the job is a pending workflow step, read with the lock: most
-                # batches hold none, and advance_workflows then needs no probe of its own.
-                .annotate(db_now=TxNow(), step=workflow_step())
-                .order_by("seq")
-                .values_list("seq", "id", "type", "queue", "attempt", "started_at", "worker_id", "step", "db_now")
-            }
+            job_ids = list({str(s.job_id) for s in settlements})
+            if events.fast_paths_ok():
+                locked = fastack.lock_settled(self, job_ids)
+            else:
+                locked = list(
+                    self.select_for_update()
+                    .filter(id__in=job_ids, state__in=sources(Move.ACK))
+                    # Whether the job is a pending workflow step, read with the lock: most
+                    # batches hold none, and advance_workflows then needs no probe of its own.
+                    .annotate(db_now=TxNow(), step=workflow_step())
+                    .order_by("seq")
+                    .values_list("seq", "id", "type", "queue", "attempt", "started_at", "worker_id", "step", "db_now")
+                )
+            rows = {str(row[1]): row for row in locked}
             verdicts: list[Verdict] = []
             held: list[tuple[Settlement, tuple]] = []
             for settlement in settlements:

@@ -105,3 +105,19 @@ def test_a_unique_push_finds_the_holder_through_the_unique_index():
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "ojs_job_unique_key" in plan, plan
     assert "Seq Scan" not in plan, plan
+
+
+def test_the_worker_turn_locks_its_finished_jobs_by_id_not_by_owner():
+    """settle_many's lock reads the unique index on ``id``: never the owner's partial index,
+    whose dead entries (every job the worker finished since the last vacuum) it would walk."""
+    from django_ojs.core.outcome import Lease, Settlement
+    from django_ojs.models import Worker
+
+    fill("active", BACKLOG, worker_id="'w1'", started_at="now()", lease_expires_at="now() + interval '1 hour'")
+    Worker.objects.register("w1")
+    ids = list(Job.objects.filter(queue="plans").values_list("id", flat=True)[:10])
+    statement = captured(
+        lambda: Job.objects.settle_many([Settlement(job_id, Lease("w1", 0)) for job_id in ids]), "FOR UPDATE")
+    plan = plan_of(statement)
+    assert f"{Job._meta.db_table}_id_key" in plan, plan
+    assert "ojs_job_owner" not in plan and f"Seq Scan on {Job._meta.db_table}" not in plan, plan
