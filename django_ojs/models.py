@@ -357,7 +357,8 @@ class Event(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["time"], name="ojs_event_time"),
+            # No index on time: retention pruning reads the oldest events by seq
+            # (core/maintenance._prune_events; migration 0012 says why).
             models.Index(fields=["queue", "type", "seq"], name="ojs_event_queue"),
             # A job's own story on its admin page: its latest events, newest first.
             models.Index(fields=["job_id", "seq"], name="ojs_event_job", condition=Q(job_id__isnull=False)),

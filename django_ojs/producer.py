@@ -126,8 +126,11 @@ _SIMPLE = (str, int, float, bool, type(None), dt.timedelta, uuid.UUID)
 
 def _kind(job_type: Any, options: dict[str, Any]) -> Any:
     """What the parse of a job depends on besides its args, as a dict key; None with a compound option."""
-    if not isinstance(job_type, str) or not all(type(value) in _SIMPLE for value in options.values()):
+    if not isinstance(job_type, str):
         return None
+    for value in options.values():  # a loop, not all(generator): called per job of a batch
+        if type(value) not in _SIMPLE:
+            return None
     return (job_type, *((name, type(value), value) for name, value in options.items()))
 
 

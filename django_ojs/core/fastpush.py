@@ -31,7 +31,7 @@ from ..durations import RelativeTime
 from ..envelope import JobSpec
 from ..states import JobState
 from . import events, newjob, queue_config
-from .loaded import loaded
+from .loaded import loaded_many
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -95,7 +95,7 @@ def insert(manager: Any, specs: Sequence[JobSpec]) -> list[Job]:
     # the jobs' order; each is still matched by id, which costs nothing and
     # depends on no planner detail.
     seq_of = dict(zip(ids, seqs, strict=True))
-    return [shape.job(manager.db, columns, seq_of[columns["id"]], created_at) for columns in values]
+    return shape.jobs(manager.db, values, seq_of, created_at)
 
 
 # Values compared by equality for sharing; JSON containers only when empty
@@ -123,7 +123,8 @@ def _json_rows(specs: Sequence[JobSpec], values: list[dict[str, Any]]) -> tuple[
                 continue
             kind = type(value)
             if name == "retry":
-                if spec.retry == first_retry:  # equal policies store equal dicts
+                # Equal policies store equal dicts; a batch's jobs mostly share the one object.
+                if spec.retry is first_retry or spec.retry == first_retry:
                     continue
             elif kind is type(base) and (
                 (kind in _SCALARS and value == base) or (kind in _CONTAINERS and not value and not base)
@@ -210,10 +211,14 @@ class _Shape:
             self._sql[key] = sql
         return sql
 
-    def job(self, db: str, columns: dict[str, Any], seq: int, created_at: dt.datetime) -> Job:
-        """The stored job, as a query would load it (``loaded``)."""
-        return loaded(self.model, db, {**self.fixed, **columns, "seq": seq, "created_at": created_at,
-                                       "enqueued_at": created_at})
+    def jobs(self, db: str, values: list[dict[str, Any]], seq_of: dict[Any, int], created_at: dt.datetime) -> list[Job]:
+        """The stored jobs, as a query would load them (``loaded_many``); ``values`` become their rows."""
+        clock = {"created_at": created_at, "enqueued_at": created_at}
+        for columns in values:  # the caller's own dicts, built for this insert
+            columns.update(self.fixed)
+            columns.update(clock)
+            columns["seq"] = seq_of[columns["id"]]
+        return loaded_many(self.model, db, values)
 
 
 _shapes: dict[Any, _Shape] = {}

@@ -84,11 +84,18 @@ def new_ids(count: int) -> list[uuid.UUID]:
     ids = []
     for start in range(0, 10 * count, 10):
         bits = int.from_bytes(entropy[start:start + 10])
-        ids.append(uuid.UUID(int=prefix | (bits >> 68) << 64 | (bits & _RAND_B)))
+        # uuid.UUID(int=...) without its range check (the value is 128 bits by
+        # construction), as UUID.__init__ sets it: a third of the time.
+        made = _new(_UUID)
+        _set(made, "int", prefix | (bits >> 68) << 64 | (bits & _RAND_B))
+        _set(made, "is_safe", _UNKNOWN)
+        ids.append(made)
     return ids
 
 
 _RAND_B = (1 << 62) - 1
+_UUID, _UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
+_new, _set = object.__new__, object.__setattr__
 
 
 def retry_dict(policy: RetryPolicy) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_ojs.models import Job
 
@@ -121,3 +122,43 @@ def test_the_worker_turn_locks_its_finished_jobs_by_id_not_by_owner():
     plan = plan_of(statement)
     assert f"{Job._meta.db_table}_id_key" in plan, plan
     assert "ojs_job_owner" not in plan and f"Seq Scan on {Job._meta.db_table}" not in plan, plan
+
+
+# --- The event table's readers, each on its index (migration 0012 dropped the one on time).
+
+
+def fill_events(count: int, *, days_ago: float = 0) -> None:
+    from django_ojs.models import Event
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {Event._meta.db_table} (id, type, time, job_id, queue, data)
+                SELECT gen_random_uuid(), 'job.completed', now() - make_interval(days => %s) + g * interval '1 ms',
+                    gen_random_uuid(), 'plans', '{{}}'
+                FROM generate_series(1, %s) AS g""",
+            [days_ago, count],
+        )
+        cursor.execute(f"ANALYZE {Event._meta.db_table}")
+
+
+def test_pruning_events_reads_the_oldest_along_the_primary_key():
+    """Without an index on time: a bounded walk of the primary key, whether or not anything is stale."""
+    fill_events(BACKLOG, days_ago=30)
+    fill_events(BACKLOG)
+    statement = captured(lambda: Job.objects.prune(100), 'DELETE FROM "django_ojs_event"')
+    plan = plan_of(statement)
+    assert "django_ojs_event_pkey" in plan, plan
+    assert "Seq Scan" not in plan and "Sort" not in plan, plan
+
+
+def test_a_jobs_story_and_the_event_feed_read_their_indexes(api):
+    from django_ojs.admin.job_pages import event_history
+    from django_ojs.models import Event
+
+    fill_events(BACKLOG)
+    job_id = Event.objects.values_list("job_id", flat=True).first()
+    job = Job(id=job_id)
+    story = plan_of(captured(lambda: event_history(job, now=timezone.now()), "django_ojs_event"))
+    assert "ojs_event_job" in story and "Seq Scan" not in story, story
+    feed = plan_of(captured(lambda: api.get("/ojs/v1/events?after=1&limit=10"), "django_ojs_event"))
+    assert "django_ojs_event_pkey" in feed and "Seq Scan" not in feed and "Sort" not in feed, feed
