@@ -48,8 +48,11 @@ class LeanPost:
     def __init__(self, view_class: type[OJSView]):
         self.view_class = view_class
         self.drf_view = view_class.as_view()
+        # Stateless, so made once, not per request as DRF does.
+        template = view_class()
+        self.negotiator, self.parsers = template.get_content_negotiator(), template.get_parsers()
         # What DRF's finalize_response puts on every response of the view.
-        self.allow = ", ".join(view_class().allowed_methods)
+        self.allow = ", ".join(template.allowed_methods)
         # A project that adds DRF throttles (DEFAULT_THROTTLE_CLASSES) or its
         # own authentication or permissions to the OJS views keeps DRF's path:
         # this one knows only the stock API keys and scopes.
@@ -72,7 +75,7 @@ class LeanPost:
             request.user = ApiKeyUser(key) if key is not None else AnonymousUser()  # type: ignore[assignment]
             check_scope(key, view.required_scope, "POST")
             check_query(request.GET)
-            reply = view.answer(json_object(parsed_body(view, request)))
+            reply = view.answer(json_object(parsed_body(view, request, self.negotiator, self.parsers)))
         except Exception as exc:
             reply = Reply(*error_reply(exc, request_id))
         response = HttpResponse(render_json(reply.data), status=reply.status,
@@ -85,11 +88,12 @@ class LeanPost:
         return response
 
 
-def parsed_body(view: OJSView, request: HttpRequest) -> Any:
+def parsed_body(view: OJSView, request: HttpRequest, negotiator: Any, parsers: list[Any]) -> Any:
     """The request body, parsed as DRF's ``Request.data`` parses it for ``view``.
 
     No Content-Length (or 0): ``{}``. Otherwise the parser DRF's negotiator
-    picks for the Content-Type (none: 415's mapped error), given the view as
+    (``negotiator``) picks among the view's ``parsers`` for the Content-Type
+    (none: 415's mapped error), given the view as
     its context, so the view's size limit and ``admit_body`` apply and
     ``view.body_size`` is set.
     """
@@ -103,7 +107,7 @@ def parsed_body(view: OJSView, request: HttpRequest) -> Any:
     content_type = meta.get("CONTENT_TYPE", meta.get("HTTP_CONTENT_TYPE", ""))
     # The negotiator reads only the request's content_type: DRF's Request gives the full header.
     shim: Any = SimpleNamespace(content_type=content_type)
-    parser = view.get_content_negotiator().select_parser(shim, view.get_parsers())
+    parser = negotiator.select_parser(shim, parsers)
     if parser is None:
         raise exceptions.UnsupportedMediaType(content_type)
     # As DRF's Request._load_stream: the request itself, unless something read it already.

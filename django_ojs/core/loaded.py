@@ -44,7 +44,7 @@ def raw_loaded(manager: Any, sql: str, params: Any) -> list[Any]:
     connection = connections[db]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        names = tuple(column.name for column in cursor.description)
+        names = _column_names(cursor)
         rows = cursor.fetchall()
     model = manager.model
     plan = _plan(model, names, connection)
@@ -64,6 +64,15 @@ def raw_loaded(manager: Any, sql: str, params: Any) -> list[Any]:
             instance = loaded(model, db, values)
         built.append(instance)
     return built
+
+
+def _column_names(cursor: Any) -> tuple[str, ...]:
+    """The result's column names. psycopg's ``description`` builds a Column object per column per
+    execution (a fifth of a one-row ACK's Python); its result object names them without that."""
+    result = getattr(cursor.cursor, "pgresult", None)
+    if result is None:
+        return tuple(column[0] for column in cursor.description)
+    return tuple(result.fname(index).decode() for index in range(result.nfields))
 
 
 # (model, column names, database alias) -> [(column name, Col, converters)] for the columns that need converting.
