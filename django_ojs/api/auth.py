@@ -90,26 +90,60 @@ class ApiKeyUser:
         return f"API key {self.key.prefix}"
 
 
+def authenticated_key(meta: Any) -> Any:
+    """The API key the request's ``Authorization`` header names, or None when it sends none.
+
+    Raises ``AuthenticationFailed`` (a 401) for a malformed header or an unknown
+    or revoked key. With ``AUTH_REQUIRED`` off no header is read. Shared by the
+    DRF views (``ApiKeyAuthentication``) and the lean hot endpoints (api/lean.py).
+    """
+    from ..models import ApiKey
+
+    header = meta.get("HTTP_AUTHORIZATION", "")
+    if not header or not ojs_settings.AUTH_REQUIRED:
+        return None
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise exceptions.AuthenticationFailed("the Authorization header must be 'Bearer <API key>'")
+    key = verify(secret.strip())
+    if key is None:
+        raise exceptions.AuthenticationFailed("the API key is unknown or revoked")
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now  # the cached key too: one write a minute, not one a request
+    return key
+
+
+def check_scope(key: Any, required: str | dict[str, str], method: str) -> None:
+    """Refuse a request whose key (None: none sent) lacks the scope ``required`` for ``method``.
+
+    ``required`` is a view's ``required_scope``: one scope, or one per HTTP
+    method. NotAuthenticated (401) without a key, PermissionDenied (403)
+    naming the scope otherwise; nothing with ``AUTH_REQUIRED`` off.
+    """
+    if not ojs_settings.AUTH_REQUIRED:
+        return
+    if key is None:
+        raise exceptions.NotAuthenticated("this endpoint requires 'Authorization: Bearer <API key>'")
+    if isinstance(required, dict):
+        # HEAD reads what GET reads; OPTIONS only describes the endpoint.
+        method = "GET" if method == "HEAD" else method
+        required = required.get(method, "read" if method == "OPTIONS" else "admin")
+    if not grants(key.scopes, required):
+        denied = exceptions.PermissionDenied(
+            f"API key {key.prefix}… lacks the '{required}' scope this operation needs"
+        )
+        denied.ojs_details = {"required_scope": required, "key_scopes": key.scopes}
+        raise denied
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Any) -> tuple[ApiKeyUser, Any] | None:
-        from ..models import ApiKey
-
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header or not ojs_settings.AUTH_REQUIRED:
-            return None
-        scheme, _, secret = header.partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
-            raise exceptions.AuthenticationFailed("the Authorization header must be 'Bearer <API key>'")
-        key = verify(secret.strip())
-        if key is None:
-            raise exceptions.AuthenticationFailed("the API key is unknown or revoked")
-        now = timezone.now()
-        if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-            key.last_used_at = now  # the cached key too: one write a minute, not one a request
-        return ApiKeyUser(key), key
+        key = authenticated_key(request.META)
+        return None if key is None else (ApiKeyUser(key), key)
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="ojs"'
@@ -119,20 +153,5 @@ class HasScope(permissions.BasePermission):
     """The view's ``required_scope`` must be granted by the request's key."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
-        if not ojs_settings.AUTH_REQUIRED:
-            return True
-        key = request.auth
-        if key is None:
-            raise exceptions.NotAuthenticated("this endpoint requires 'Authorization: Bearer <API key>'")
-        required = view.required_scope
-        if isinstance(required, dict):
-            # HEAD reads what GET reads; OPTIONS only describes the endpoint.
-            method = "GET" if request.method == "HEAD" else request.method
-            required = required.get(method, "read" if method == "OPTIONS" else "admin")
-        if not grants(key.scopes, required):
-            denied = exceptions.PermissionDenied(
-                f"API key {key.prefix}… lacks the '{required}' scope this operation needs"
-            )
-            denied.ojs_details = {"required_scope": required, "key_scopes": key.scopes}
-            raise denied
+        check_scope(request.auth, view.required_scope, request.method)
         return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from rest_framework.response import Response
@@ -29,6 +30,47 @@ def new_request_id() -> str:
     return f"req_{uuid7()}"
 
 
+def request_id_of(meta: Any) -> str:
+    """The client's ``X-Request-Id`` when it is printable ASCII of at most 128 characters, else a new one."""
+    given = meta.get("HTTP_X_REQUEST_ID", "")
+    return given if _CLIENT_REQUEST_ID.fullmatch(given) else new_request_id()
+
+
+def check_version(meta: Any) -> None:
+    """Refuse an ``OJS-Version`` whose major version is not ours (§3.2)."""
+    requested = meta.get("HTTP_OJS_VERSION")
+    if requested and requested.split(".")[0].strip() != OJS_VERSION.split(".")[0]:
+        raise Unsupported(
+            f"OJS-Version {requested!r} is not supported; this server speaks {OJS_VERSION}",
+            details={"supported_versions": [OJS_VERSION]},
+        )
+
+
+def check_query(params: Any) -> None:
+    """Refuse a query string (a QueryDict) with a NUL: it would reach the database driver, which refuses it (a 500)."""
+    for name, values in params.lists():
+        for value in (name, *values):
+            check_string(value, name)
+
+
+def json_object(data: Any) -> dict[str, Any]:
+    """A parsed request body, which must be a JSON object."""
+    from ..errors import InvalidRequest
+
+    if not isinstance(data, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    return data
+
+
+@dataclass
+class Reply:
+    """What a POST endpoint answers, before any framework makes a response of it."""
+
+    data: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
 class OJSView(APIView):
     """Base of the binding's views.
 
@@ -47,8 +89,7 @@ class OJSView(APIView):
     max_body_bytes: int | None = None
 
     def initialize_request(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        given = request.META.get("HTTP_X_REQUEST_ID", "")
-        request.ojs_request_id = given if _CLIENT_REQUEST_ID.fullmatch(given) else new_request_id()
+        request.ojs_request_id = request_id_of(request.META)
         drf_request = super().initialize_request(request, *args, **kwargs)
         drf_request.ojs_request_id = request.ojs_request_id
         return drf_request
@@ -59,17 +100,9 @@ class OJSView(APIView):
         method = request.method.lower()
         if method not in self.http_method_names or not hasattr(self, method):
             self.http_method_not_allowed(request)
-        requested = request.META.get("HTTP_OJS_VERSION")
-        if requested and requested.split(".")[0].strip() != OJS_VERSION.split(".")[0]:
-            raise Unsupported(
-                f"OJS-Version {requested!r} is not supported; this server speaks {OJS_VERSION}",
-                details={"supported_versions": [OJS_VERSION]},
-            )
+        check_version(request.META)
         super().initial(request, *args, **kwargs)
-        for name, values in request.query_params.lists():
-            # A NUL in a filter reaches the database driver, which refuses it (a 500).
-            for value in (name, *values):
-                check_string(value, name)
+        check_query(request.query_params)
         if request.method == "POST":
             # Binding §4.1 and §6.1: every POST body is a JSON object of a
             # supported media type, also where the view reads none of it
@@ -91,9 +124,13 @@ class OJSView(APIView):
 
     def body(self) -> dict[str, Any]:
         """The request body as a JSON object (an empty body is ``{}``)."""
-        from ..errors import InvalidRequest
+        return json_object(self.request.data)
 
-        data = self.request.data
-        if not isinstance(data, dict):
-            raise InvalidRequest("the request body must be a JSON object")
-        return data
+    def answer(self, body: dict[str, Any]) -> Reply:
+        """A POST's reply to its parsed body: views served lean (api/lean.py) define it, and ``post`` calls it."""
+        raise NotImplementedError
+
+    def answer_post(self) -> Response:
+        """``post`` of a view that defines ``answer``: the same reply, as DRF's Response."""
+        reply = self.answer(self.body())
+        return Response(reply.data, status=reply.status, headers=reply.headers or None)

@@ -112,6 +112,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER for every OJS view."""
     request = context.get("request")
     request_id = getattr(request, "ojs_request_id", "") if request is not None else ""
+    body, status, headers = error_reply(exc, request_id)
+    return Response(body, status=status, headers=headers)
+
+
+def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, dict[str, str]]:
+    """The error body, status and headers an exception becomes: for the DRF views and the lean ones alike."""
     headers: dict[str, str] = {}
     if isinstance(exc, OJSError):
         code, message, details, hint, retryable = exc.code, exc.message, exc.details, exc.hint, exc.retryable
@@ -142,7 +148,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         )
         code, details, hint, retryable = "backend_error", {}, None, True
     body = error_body(code, message, request_id, retryable=retryable, details=details, hint=hint)
-    return Response(body, status=STATUS.get(code, 400), headers=headers)
+    return body, STATUS.get(code, 400), headers
 
 
 def json_error(code: str, message: str, status: int) -> JsonResponse:

@@ -12,7 +12,7 @@ from ..errors import OJSError
 from ..models import Job
 from ..retry import parse_policy
 from ..tracing import traced_push
-from .base import OJSView
+from .base import OJSView, Reply
 from .media import check_storable
 
 
@@ -40,21 +40,26 @@ def render_pushed(job: Job) -> dict[str, Any]:
 
 
 class PushView(OJSView):
+    """PUSH. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
+
     required_scope = "enqueue"
 
-    def post(self, request: Any) -> Response:
+    def answer(self, body: dict[str, Any]) -> Reply:
         spec = parse_job(
-            self.body(),
+            body,
             default_queue=ojs_settings.DEFAULT_QUEUE,
             default_retry=default_retry(),
             max_bytes=ojs_settings.MAX_ENVELOPE_BYTES,
             size=getattr(self, "body_size", None),
         )
         job = traced_push([spec], lambda: [Job.objects.push(spec)])[0]
-        body = render_pushed(job)
+        reply = render_pushed(job)
         # ojs-unique-jobs §5.4: 200, not 201, when an existing job stands for this one.
-        status = 200 if body.get("deduplicated") else 201
-        return Response(body, status=status, headers={"Location": job_location(job)})
+        status = 200 if reply.get("deduplicated") else 201
+        return Reply(reply, status, {"Location": job_location(job)})
+
+    def post(self, request: Any) -> Response:
+        return self.answer_post()
 
 
 class BatchView(OJSView):

@@ -40,9 +40,14 @@ class OJSRenderer(BaseRenderer):
         response = (renderer_context or {}).get("response")
         if response is not None:
             response["Content-Type"] = ojs_settings.RESPONSE_MEDIA_TYPE
-        if data is None:
-            return b""
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        return render_json(data)
+
+
+def render_json(data: Any) -> bytes:
+    """A response body as the binding sends it: compact UTF-8 JSON (nothing for None)."""
+    if data is None:
+        return b""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 class OJSContentNegotiation(DefaultContentNegotiation):

@@ -5,6 +5,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import cron, dead_letter, jobs, queues, rate_limits, system, workers, workflows
 from .errors import json_error
+from .lean import LeanPost
 
 
 @csrf_exempt
@@ -15,13 +16,14 @@ def unknown_endpoint(request, *args, **kwargs):
 urlpatterns = [
     path("manifest", system.ManifestView.as_view()),
     path("v1/health", system.HealthView.as_view()),
-    path("v1/jobs", jobs.PushView.as_view()),
+    # The hot three: POST without DRF's request/response handling (api/lean.py).
+    path("v1/jobs", LeanPost(jobs.PushView)),
     path("v1/jobs/batch", jobs.BatchView.as_view()),
     path("v1/jobs/<str:job_id>", jobs.JobView.as_view()),
     path("v1/jobs/<str:job_id>/activate", jobs.ActivateView.as_view()),
     path("v1/jobs/<str:job_id>/progress", jobs.ProgressView.as_view()),
-    path("v1/workers/fetch", workers.FetchView.as_view()),
-    path("v1/workers/ack", workers.AckView.as_view()),
+    path("v1/workers/fetch", LeanPost(workers.FetchView)),
+    path("v1/workers/ack", LeanPost(workers.AckView)),
     path("v1/workers/nack", workers.NackView.as_view()),
     path("v1/workers/heartbeat", workers.HeartbeatView.as_view()),
     path("v1/workers/register", workers.RegisterView.as_view()),

@@ -17,16 +17,18 @@ from ..durations import format_timestamp
 from ..envelope import render_job
 from ..models import Job, Worker
 from ..states import JobState, WorkerState
-from .base import OJSView
+from .base import OJSView, Reply
 from .rate_limits import limit_headers
 from .requests import parse_ack, parse_fetch, parse_heartbeat, parse_nack, parse_worker_info, worker_id
 
 
 class FetchView(OJSView):
+    """FETCH. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
+
     required_scope = "worker"
 
-    def post(self, request: Any) -> Response:
-        fetch = parse_fetch(self.body(), max_count=ojs_settings.MAX_FETCH_COUNT)
+    def answer(self, body: dict[str, Any]) -> Reply:
+        fetch = parse_fetch(body, max_count=ojs_settings.MAX_FETCH_COUNT)
         report = LimitReport()
         jobs = Job.objects.fetch(
             fetch.queues,
@@ -36,20 +38,25 @@ class FetchView(OJSView):
             limit_report=report,
         )
         rendered = [render_job(job) for job in jobs]
-        body: dict[str, Any] = {"jobs": rendered}
+        reply: dict[str, Any] = {"jobs": rendered}
         if rendered:
-            body["job"] = rendered[0]
-        return Response(body, headers=limit_headers(report))
+            reply["job"] = rendered[0]
+        return Reply(reply, 200, limit_headers(report))
+
+    def post(self, request: Any) -> Response:
+        return self.answer_post()
 
 
 class AckView(OJSView):
+    """ACK. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
+
     required_scope = "worker"
 
-    def post(self, request: Any) -> Response:
-        ack = parse_ack(self.body())
+    def answer(self, body: dict[str, Any]) -> Reply:
+        ack = parse_ack(body)
         job = Job.objects.ack(ack.job_id, result=ack.result, lease=ack.lease)
         rendered = render_job(job)
-        return Response(
+        return Reply(
             {
                 "acknowledged": True,
                 "id": rendered["id"],
@@ -59,6 +66,9 @@ class AckView(OJSView):
                 "job": rendered,
             }
         )
+
+    def post(self, request: Any) -> Response:
+        return self.answer_post()
 
 
 class NackView(OJSView):

@@ -167,7 +167,7 @@ def event_join(jobs: str) -> str:
 
 
 def events_of(job: Any) -> tuple[Any, ...]:
-    """The ``ojs_event_*`` columns ``manager.raw`` set on a job, taken off it again."""
+    """The ``ojs_event_*`` columns ``fast statements set on a job, taken off it again."""
     return tuple(job.__dict__.pop(f"ojs_event_{column}") for column in EVENT_COLUMNS)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import signals
 from ..states import Move, sources, target
 from . import events
+from .loaded import raw_loaded
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -59,7 +60,7 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
         sql += f" SELECT acked.*{events.event_columns()} FROM acked{events.event_join('acked')}"
     else:
         sql += " SELECT * FROM acked"
-    rows = list(manager.raw(sql, params))
+    rows = raw_loaded(manager, sql, params)
     if listening:
         events.send_returned([events.events_of(job) for job in rows])  # after the caller's commit
     else:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .. import signals
 from ..states import JobState, Move, target
 from . import events
+from .loaded import raw_loaded
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -95,7 +96,7 @@ def claim(
     )
     rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
     sql += f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of
-    rows = list(manager.raw(sql, params))
+    rows = raw_loaded(manager, sql, params)
     if listening:
         # After the caller's commit (at once for the statement on its own).
         events.send_returned([events.events_of(job) for job in rows])

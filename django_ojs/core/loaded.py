@@ -33,3 +33,81 @@ def loaded_many(model: Any, db: str, rows: Iterable[dict[str, Any]]) -> list[Any
         state.adding, state.db = False, db
         instances.append(instance)
     return instances
+
+
+def raw_loaded(manager: Any, sql: str, params: Any) -> list[Any]:
+    """``list(manager.raw(sql, params))``, at a fraction of its cost per statement.
+
+    ``RawQuerySet`` works out, per execution, which column is which field,
+    the converters of each (a compiler of its own) and the model's init
+    order: ~0.5 ms of CPU for a one-row ACK of the ~40-column job table. The
+    statements of the fast paths return the same columns every time, so that
+    plan is made once per column list (``_plan``); the rows become instances
+    with ``loaded``. As with ``raw``, a column that is not a field of the
+    model becomes an attribute of the instance (``ojs_event_*``, a claim's
+    verdict); every field must be among the columns.
+    """
+    from django.db import connections
+
+    db = manager.db
+    connection = connections[db]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        names = _column_names(cursor)
+        rows = cursor.fetchall()
+    model = manager.model
+    plan = _plan(model, names, connection)
+    fields = [field.attname for field in model._meta.concrete_fields]
+    converted = []
+    for row in rows:
+        values = dict(zip(names, row))
+        for name, column, converters in plan:
+            value = values[name]
+            for convert in converters:
+                value = convert(value, column, connection)
+            values[name] = value
+        converted.append(values)
+    if not (pre_init.has_listeners(model) or post_init.has_listeners(model)):
+        return loaded_many(model, db, converted)
+    built = []
+    for values in converted:
+        instance = model.from_db(db, fields, [values.pop(name) for name in fields])
+        instance.__dict__.update(values)  # the columns that are no field
+        built.append(instance)
+    return built
+
+
+def _column_names(cursor: Any) -> tuple[str, ...]:
+    """The result's column names. psycopg's ``description`` builds a Column object per column per
+    execution (a fifth of a one-row ACK's Python); its result object names them without that."""
+    result = getattr(cursor.cursor, "pgresult", None)
+    if result is None:
+        return tuple(column[0] for column in cursor.description)
+    return tuple(result.fname(index).decode() for index in range(result.nfields))
+
+
+# (model, column names, database alias) -> [(column name, Col, converters)] for the columns that need converting.
+_plans: dict[tuple[Any, tuple[str, ...], str], list[tuple[str, Any, list[Any]]]] = {}
+
+
+def _plan(model: Any, names: tuple[str, ...], connection: Any) -> list[tuple[str, Any, list[Any]]]:
+    """What ``RawQuerySet`` converts in each column, the same way: the backend's converters, then the field's."""
+    key = (model, names, connection.alias)
+    plan = _plans.get(key)
+    if plan is None:
+        by_column = {field.column: field for field in model._meta.concrete_fields}
+        missing = {field.column for field in model._meta.concrete_fields} - set(names)
+        if missing or any(by_column[name].attname != name for name in names if name in by_column):
+            raise ValueError(f"raw_loaded needs every column of {model.__name__} by its attname; missing {missing}")
+        plan = []
+        for name in names:
+            field = by_column.get(name)
+            if field is None:
+                continue
+            column = field.get_col(model._meta.db_table)
+            converters = [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
+            if converters:
+                plan.append((name, column, converters))
+        if len(_plans) < 256:  # the fast paths' statements: a handful of column lists
+            _plans[key] = plan
+    return plan
