@@ -26,6 +26,7 @@ of the process that answers only (fine for one process, wrong for several).
 
 from __future__ import annotations
 
+import bisect
 import collections
 import os
 from typing import Any
@@ -118,11 +119,45 @@ class _Counting:
 COUNTING = _Counting()
 
 
+# Executions observed in the worker's handler threads, written to the histograms
+# by its loop once per turn (``flush_observations``): a deque, safe to append to
+# from any thread and to empty from another.
+_observed: collections.deque[tuple[Any, float]] = collections.deque()
+
+
 def observe_execution(job: Any, state: str, seconds: float) -> None:
-    """One finished execution in the worker: its duration and how long it waited first."""
-    _child(DURATION, job.queue, job.type, state).observe(seconds)
+    """One finished execution in the worker: its duration and how long it waited first.
+
+    Held until the worker's loop calls ``flush_observations`` (each turn, and
+    at exit): a histogram observation costs several locked writes to the
+    multiprocess files, per observation; a turn's worth of them mostly fall in
+    one bucket, and is written as one increment of that bucket and the sum.
+    """
+    _observed.append((_child(DURATION, job.queue, job.type, state), seconds))
     if job.attempt == 1 and job.started_at and job.enqueued_at:
-        _child(QUEUE_TIME, job.queue, job.type).observe(max((job.started_at - job.enqueued_at).total_seconds(), 0.0))
+        waited = max((job.started_at - job.enqueued_at).total_seconds(), 0.0)
+        _observed.append((_child(QUEUE_TIME, job.queue, job.type), waited))
+
+
+def flush_observations() -> None:
+    """Write the held observations: per histogram child, each bucket's count and the sum once."""
+    if not _observed:
+        return
+    tallies: dict[Any, tuple[collections.Counter[int], list[float]]] = {}
+    while True:
+        try:
+            child, amount = _observed.popleft()
+        except IndexError:
+            break
+        buckets, total = tallies.setdefault(child, (collections.Counter(), [0.0]))
+        buckets[bisect.bisect_left(child._upper_bounds, amount)] += 1
+        total[0] += amount
+    for child, (buckets, total) in tallies.items():
+        # What Histogram.observe does per observation (prometheus_client: the sum, then the
+        # first bucket whose upper bound holds the amount; +Inf is the last), once per bucket.
+        child._sum.inc(total[0])
+        for index, count in buckets.items():
+            child._buckets[index].inc(count)
 
 
 class StoreCollector:

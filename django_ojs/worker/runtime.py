@@ -175,6 +175,8 @@ class Runtime:
         self._health: HealthServer | None = None
         self._pool: ExecutorPool | LoopPool | None = None
         self._previous_signals: dict[int, object] = {}
+        # With metrics on: writes the histograms the handler threads observed, once per turn.
+        self._flush_metrics: Any = None
 
     # -- the process --------------------------------------------------------------
 
@@ -203,6 +205,10 @@ class Runtime:
         )
         self._previous_signals = signals.install(self._on_signal)
         signals.warn_if_signals_may_not_arrive()
+        if ojs_settings.METRICS:
+            from ..metrics import flush_observations
+
+            self._flush_metrics = flush_observations
         middlewares, omit = list(chain), self.config.omit_backtraces
         if self.config.async_mode:
             self._pool = LoopPool(AsyncRunner(self.handlers, middlewares, omit_backtraces=omit), self._on_handler_done)
@@ -264,6 +270,8 @@ class Runtime:
             self._heartbeat.stop()
         if self._pool:
             self._pool.stop()
+        if self._flush_metrics is not None:
+            self._flush_metrics()
         held = self._held_jobs()
         clean = not held
 
@@ -303,6 +311,8 @@ class Runtime:
         fetch = self._fetch_due(now, batch)
         if batch or fetch:
             self._write_and_claim(now, batch, fetch)
+        if self._flush_metrics is not None:
+            self._flush_metrics()
 
     def _time_to_wait(self, now: float) -> float:
         wakes = [now + MAX_WAIT]

@@ -97,6 +97,8 @@ def main() -> None:
                 runner(execution)
                 if number % size != 0:
                     continue
+                if metrics:
+                    metrics_module.flush_observations()  # as the worker's loop does once per turn
                 # The jobs' two committed events each, as the fast statements hand them on:
                 # whole rows to receivers, (queue, type) pairs to the counters otherwise.
                 if signals.wanted():
