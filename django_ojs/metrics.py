@@ -102,6 +102,8 @@ def count_event(event: Any) -> None:
 class _Counting:
     """What ``signals.count_with`` is given: committed events, whole or as (queue, job type) pairs."""
 
+    kinds = frozenset(_BY_TYPE)
+
     def count_events(self, events: list[Any]) -> None:
         for event in events:
             count_event(event)

@@ -91,6 +91,9 @@ def wanted() -> bool:
 class EventCounter(Protocol):
     """What ``count_with`` takes: told of committed events, whole or as (queue, job type) pairs."""
 
+    # The event types it counts: the others cost it nothing on the one-statement paths.
+    kinds: frozenset[str]
+
     def count_events(self, events: list[Any]) -> None: ...
 
     def count_moves(self, kind: str, pairs: list[tuple[str, str]]) -> None: ...
@@ -199,7 +202,7 @@ def count_after_commit(kind: str, pairs: list[tuple[str, str]], using: str = DEF
     For the one-statement paths with no receiver connected: they know their
     jobs' queues and types without reading the events back.
     """
-    if not pairs or not _counters:
+    if not pairs or not any(kind in counter.kinds for counter in _counters):
         return
     batch = _batch(using)
     if batch is None:

@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 class Tally:
     """A counter recording each event it is told of: (type, queue, job type, inside a transaction?)."""
 
+    kinds = frozenset({"job.enqueued", "job.started", "job.completed", "job.failed", "job.discarded"})
+
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, str, bool]] = []
 
@@ -134,3 +136,26 @@ def test_the_metrics_count_committed_moves_from_pairs(spec, push):
     finally:
         metrics.disable()
     assert (value("ojs_job_enqueued_total") - before[0], value("ojs_job_completed_total") - before[1]) == (4, 3)
+
+
+def test_a_counter_is_not_told_of_kinds_it_does_not_count(push):
+    """The metrics count no ``job.started``: a worker turn's claim registers nothing for them."""
+    from django_ojs import metrics
+
+    told: list = []
+
+    class Completions(Tally):
+        kinds = frozenset({"job.completed"})
+
+    Worker.objects.register("w1")
+    push(options={"queue": "counted"})
+    counter = Completions()
+    counter.seen = told
+    signals.count_with(counter)
+    try:
+        with transaction.atomic():
+            Job.objects.fetch(["counted"], worker_id="w1")
+            assert not any(entry[1].__qualname__.startswith("_Batch") for entry in connection.run_on_commit)
+    finally:
+        signals.stop_counting(counter)
+    assert told == [] and "job.started" not in metrics.COUNTING.kinds
