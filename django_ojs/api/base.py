@@ -126,11 +126,13 @@ class OJSView(APIView):
         """The request body as a JSON object (an empty body is ``{}``)."""
         return json_object(self.request.data)
 
+
+class AnsweringView(OJSView):
+    """A view whose POST is ``answer(body)``: served by DRF's ``post`` here, and by api/lean.py for the hot three."""
+
     def answer(self, body: dict[str, Any]) -> Reply:
-        """A POST's reply to its parsed body: views served lean (api/lean.py) define it, and ``post`` calls it."""
         raise NotImplementedError
 
-    def answer_post(self) -> Response:
-        """``post`` of a view that defines ``answer``: the same reply, as DRF's Response."""
+    def post(self, request: Any) -> Response:
         reply = self.answer(self.body())
         return Response(reply.data, status=reply.status, headers=reply.headers or None)

@@ -12,7 +12,7 @@ from ..errors import OJSError
 from ..models import Job
 from ..retry import parse_policy
 from ..tracing import traced_push
-from .base import OJSView, Reply
+from .base import AnsweringView, OJSView, Reply
 from .media import check_storable
 
 
@@ -39,7 +39,7 @@ def render_pushed(job: Job) -> dict[str, Any]:
     return body
 
 
-class PushView(OJSView):
+class PushView(AnsweringView):
     """PUSH. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
 
     required_scope = "enqueue"
@@ -57,10 +57,6 @@ class PushView(OJSView):
         # ojs-unique-jobs §5.4: 200, not 201, when an existing job stands for this one.
         status = 200 if reply.get("deduplicated") else 201
         return Reply(reply, status, {"Location": job_location(job)})
-
-    def post(self, request: Any) -> Response:
-        return self.answer_post()
-
 
 class BatchView(OJSView):
     required_scope = "enqueue"

@@ -4,7 +4,7 @@ A worker's ACK or a producer's PUSH is a few hundred microseconds of work
 around one SQL statement; DRF's Request and Response objects, content
 negotiation, the permission and throttle loops and the template-response
 rendering around it cost about as much again (README "Performance"). The
-view served lean is still an ``OJSView``, and everything that decides what
+view served lean is still an ``OJSView`` (an ``AnsweringView``), and everything that decides what
 the client gets is shared with it, not copied:
 
 - the request id, the OJS-Version check and the query-string check
@@ -35,7 +35,7 @@ from rest_framework import exceptions
 
 from ..conf import ojs_settings
 from .auth import ApiKeyAuthentication, ApiKeyUser, HasScope, authenticated_key, check_scope
-from .base import OJS_VERSION, OJSView, Reply, check_query, check_version, json_object, request_id_of
+from .base import OJS_VERSION, AnsweringView, Reply, check_query, check_version, json_object, request_id_of
 from .errors import error_reply
 from .media import render_json
 
@@ -45,7 +45,7 @@ class LeanPost:
 
     csrf_exempt = True  # as DRF's as_view() makes every APIView: API keys, not cookies
 
-    def __init__(self, view_class: type[OJSView]):
+    def __init__(self, view_class: type[AnsweringView]):
         self.view_class = view_class
         self.drf_view = view_class.as_view()
         # Stateless, so made once, not per request as DRF does.
@@ -88,7 +88,7 @@ class LeanPost:
         return response
 
 
-def parsed_body(view: OJSView, request: HttpRequest, negotiator: Any, parsers: list[Any]) -> Any:
+def parsed_body(view: AnsweringView, request: HttpRequest, negotiator: Any, parsers: list[Any]) -> Any:
     """The request body, parsed as DRF's ``Request.data`` parses it for ``view``.
 
     No Content-Length (or 0): ``{}``. Otherwise the parser DRF's negotiator

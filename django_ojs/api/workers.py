@@ -17,12 +17,12 @@ from ..durations import format_timestamp
 from ..envelope import render_job
 from ..models import Job, Worker
 from ..states import JobState, WorkerState
-from .base import OJSView, Reply
+from .base import AnsweringView, OJSView, Reply
 from .rate_limits import limit_headers
 from .requests import parse_ack, parse_fetch, parse_heartbeat, parse_nack, parse_worker_info, worker_id
 
 
-class FetchView(OJSView):
+class FetchView(AnsweringView):
     """FETCH. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
 
     required_scope = "worker"
@@ -43,11 +43,7 @@ class FetchView(OJSView):
             reply["job"] = rendered[0]
         return Reply(reply, 200, limit_headers(report))
 
-    def post(self, request: Any) -> Response:
-        return self.answer_post()
-
-
-class AckView(OJSView):
+class AckView(AnsweringView):
     """ACK. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
 
     required_scope = "worker"
@@ -66,10 +62,6 @@ class AckView(OJSView):
                 "job": rendered,
             }
         )
-
-    def post(self, request: Any) -> Response:
-        return self.answer_post()
-
 
 class NackView(OJSView):
     required_scope = "worker"
