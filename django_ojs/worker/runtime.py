@@ -308,9 +308,10 @@ class Runtime:
         if self._drain is not None:
             self._drain_turn(now)
         batch = self._unwritten[: self.config.ack_batch_size] if self._unwritten and self._flush_due(now) else []
-        fetch = self._fetch_due(now, batch)
+        free = self._free_slots() + self._freed_by(batch)
+        fetch = self._fetch_due(now, free)
         if batch or fetch:
-            self._write_and_claim(now, batch, fetch)
+            self._write_and_claim(now, batch, free if fetch else 0)
         if self._flush_metrics is not None:
             self._flush_metrics()
 
@@ -419,16 +420,17 @@ class Runtime:
         """
         return sum(1 for execution in batch if execution.thread_done)
 
-    def _fetch_due(self, now: float, batch: list[Execution]) -> bool:
+    def _fetch_due(self, now: float, free: int) -> bool:
+        """``free``: the slots free once this turn's writes commit (``_freed_by``)."""
         return (
             self.lifecycle.fetching
             and now >= self._retry_db_at
-            and self._free_slots() + self._freed_by(batch) > 0
+            and free > 0
             and (self._more_work or now >= self._next_poll)
         )
 
-    def _write_and_claim(self, now: float, batch: list[Execution], fetch: bool) -> None:
-        """Write decided outcomes and claim new jobs for the free slots, in one transaction.
+    def _write_and_claim(self, now: float, batch: list[Execution], count: int) -> None:
+        """Write ``batch``'s outcomes and claim ``count`` new jobs (0: none), in one transaction.
 
         One commit per turn instead of two, including the turn that writes a
         full batch: the claim also asks for the slots that batch frees. That
@@ -439,7 +441,7 @@ class Runtime:
         """
         from ..models import Job
 
-        count = self._free_slots() + self._freed_by(batch) if fetch else 0
+        fetch = count > 0
         if fetch:
             # Cleared before the query: a notification that arrives during it sets it again.
             self._more_work = False
