@@ -55,7 +55,33 @@ def check_settings(app_configs=None, **kwargs):
                 id="django_ojs.W003",
             )
         )
+    if "LISTEN" not in bad and "PREPARED_STATEMENTS" not in bad:
+        messages.extend(_prepared_behind_a_pooler())
     return messages
+
+
+def _prepared_behind_a_pooler() -> list[checks.CheckMessage]:
+    """LISTEN on an alias of its own is the README's way around a transaction pooler, where prepared statements break."""
+    from django.conf import settings
+
+    listen = ojs_settings.LISTEN
+    if not isinstance(listen, str) or ojs_settings.PREPARED_STATEMENTS is not None:
+        return []  # no alias, or the project decided
+    from .core import prepared
+
+    default = settings.DATABASES.get("default", {})
+    if "postgresql" not in default.get("ENGINE", "") or not prepared.prepares(default):
+        return []
+    return [
+        checks.Warning(
+            f"OJS['LISTEN'] names the database {listen!r}, as when the default one goes through a transaction "
+            "pooler, but django-ojs prepares its hot statements on the default database.",
+            hint="Behind PgBouncer in transaction mode (before 1.21) set DISABLE_SERVER_SIDE_CURSORS = True in "
+            "DATABASES['default'] (or OJS['PREPARED_STATEMENTS'] = False); if the default database reaches "
+            "PostgreSQL directly, set OJS['PREPARED_STATEMENTS'] = True to say so.",
+            id="django_ojs.W005",
+        )
+    ]
 
 
 def _unserved_handlers() -> list[checks.CheckMessage]:

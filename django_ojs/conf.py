@@ -50,6 +50,10 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRY": {},
     # Record lifecycle events (ojs-events) in the same transaction as the move.
     "EVENTS": True,
+    # Prepare the hot statements on the server (core/prepared.py): None, unless
+    # the database sets DISABLE_SERVER_SIDE_CURSORS (behind a transaction
+    # pooler such as PgBouncer < 1.21, where they cannot work); True / False.
+    "PREPARED_STATEMENTS": None,
     # -- Observability (README "Observability") -----------------------------
     # Prometheus metrics (the "prometheus" extra): counters and histograms in
     # every process, served with store-wide gauges at /ojs/v1/metrics.

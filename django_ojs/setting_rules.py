@@ -110,6 +110,11 @@ def listen_target(value: Any) -> str | None:
     return None
 
 
+def optional_boolean(value: Any) -> str | None:
+    """None (decided for you), True or False."""
+    return None if value is None or isinstance(value, bool) else "must be None, True or False"
+
+
 def cron_entries(value: Any) -> str | None:
     if not isinstance(value, (list, tuple)):
         return "must be a list of schedules"
@@ -143,6 +148,7 @@ RULES: dict[str, Rule] = {
     "DEFAULT_VISIBILITY_TIMEOUT": seconds(zero_allowed=False),
     "DEFAULT_RETRY": retry_policy,
     "EVENTS": boolean,
+    "PREPARED_STATEMENTS": optional_boolean,
     "METRICS": boolean,
     "TRACING": boolean,
     "HEARTBEAT_INTERVAL": seconds(zero_allowed=False),

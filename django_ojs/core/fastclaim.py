@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import signals
 from ..states import JobState, Move, target
-from . import events
+from . import events, prepared
 from .loaded import raw_loaded
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def claim(
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
         " FROM candidates c WHERE j.seq = c.seq AND (SELECT plain FROM verdict) RETURNING j.*)"
         f"{logged} "
-        "SELECT v.alive AS claim_alive, v.plain AS claim_plain, c.*"
+        f"SELECT v.alive AS claim_alive, v.plain AS claim_plain, {prepared.columns(Job, 'c')}"
     )
     rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
     sql += f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of

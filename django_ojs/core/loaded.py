@@ -14,6 +14,8 @@ from typing import Any
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
+from . import prepared
+
 
 def loaded(model: Any, db: str, values: dict[str, Any]) -> Any:
     """The ``model`` instance of a stored row; ``values`` maps every concrete field's attname."""
@@ -51,7 +53,7 @@ def raw_loaded(manager: Any, sql: str, params: Any) -> list[Any]:
 
     db = manager.db
     connection = connections[db]
-    with connection.cursor() as cursor:
+    with prepared.cursor(connection) as cursor:
         cursor.execute(sql, params)
         names = _column_names(cursor)
         rows = cursor.fetchall()

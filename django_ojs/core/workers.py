@@ -34,7 +34,7 @@ from django.db.models import Exists, F, OuterRef, Q, Value
 from ..conf import ojs_settings
 from ..failure import Failure
 from ..states import JobState, WorkerState
-from . import events
+from . import events, prepared
 from .clock import TxNow, db_now, restarted_within
 from .outcome import Settle, settle_rows
 
@@ -258,7 +258,7 @@ def hold_claimant(worker_id: str) -> None:
 
     table = connection.ops.quote_name(Worker._meta.db_table)
     lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
-    with connection.cursor() as cursor:
+    with prepared.cursor(connection) as cursor:
         cursor.execute(f"SELECT declared_dead_at FROM {table} WHERE id = %s{lock}", [worker_id])
         row = cursor.fetchone()
     if row is None or row[0] is None:

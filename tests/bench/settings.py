@@ -29,3 +29,7 @@ if os.environ.get("OJS_BENCH_OTEL_SDK"):
     _provider.add_span_processor(BatchSpanProcessor(_Nowhere()))
     trace.set_tracer_provider(_provider)
 DEBUG = False
+
+if os.environ.get("OJS_BENCH_UNPREPARED"):
+    # The hot statements unprepared, as before core/prepared.py: for A/B runs of the suite.
+    OJS = {**OJS, "PREPARED_STATEMENTS": False}

@@ -125,3 +125,41 @@ def test_listen_takes_a_boolean_or_the_alias_of_a_configured_database():
     assert rule(True) is None and rule(False) is None and rule("default") is None
     assert "names no database" in rule("no-such-alias")
     assert "True, False or a database alias" in rule(1)
+
+
+# -- prepared statements behind a transaction pooler ------------------------------------
+
+
+def _postgres(**options):
+    return {"ENGINE": "django.db.backends.postgresql", "NAME": "app", **options}
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")  # settings only; no connection is opened
+@pytest.mark.parametrize(
+    ("ojs", "default", "warned"),
+    [
+        ({"LISTEN": "direct"}, _postgres(), True),  # the README's PgBouncer shape, prepared statements on
+        ({"LISTEN": "direct"}, _postgres(DISABLE_SERVER_SIDE_CURSORS=True), False),  # Django's pooler flag
+        ({"LISTEN": "direct", "PREPARED_STATEMENTS": False}, _postgres(), False),
+        ({"LISTEN": "direct", "PREPARED_STATEMENTS": True}, _postgres(), False),  # decided: a direct connection
+        ({"LISTEN": True}, _postgres(), False),
+        ({"LISTEN": False}, _postgres(), False),
+    ],
+)
+def test_check_warns_when_listen_is_routed_around_a_pooler_that_prepared_statements_would_cross(
+    settings, ojs, default, warned
+):
+    settings.DATABASES = {"default": default, "direct": _postgres()}
+    settings.OJS = ojs
+    found = [m for m in ours() if m.id == "django_ojs.W005"]
+    assert bool(found) == warned, found
+    if warned:
+        assert "DISABLE_SERVER_SIDE_CURSORS" in found[0].hint
+
+
+def test_prepared_statements_setting_takes_none_or_a_boolean(settings):
+    for value in (None, True, False):
+        assert problems({"PREPARED_STATEMENTS": value}) == []
+    settings.OJS = {"PREPARED_STATEMENTS": "yes"}
+    [error] = [m for m in ours() if m.id == "django_ojs.E002"]
+    assert "PREPARED_STATEMENTS" in error.msg

@@ -7,9 +7,9 @@ processes and a real gunicorn serve through it and complete every job
 exactly once. What needs a session of its own is routed around the pooler:
 one worker LISTENs on a direct connection (``OJS["LISTEN"]`` = an alias),
 the other does not listen at all (``False``) and polls. Server-side
-prepared statements stay off (Django's default, ``prepare_threshold``
-None): a statement prepared on one server connection does not exist on the
-next.
+prepared statements stay off (the database sets Django's
+``DISABLE_SERVER_SIDE_CURSORS``, which ``core/prepared.py`` obeys): a
+statement prepared on one server connection does not exist on the next.
 """
 
 from __future__ import annotations
@@ -122,7 +122,9 @@ def completed(queue: str) -> int:
 
 def test_workers_and_the_http_api_complete_every_job_through_pgbouncer_in_transaction_mode(pgbouncer, worker):
     name = connection.settings_dict["NAME"]
-    pooled = pgbouncer.url(name)
+    # As README "Deployment" says: behind a transaction pooler, Django's
+    # DISABLE_SERVER_SIDE_CURSORS (which also keeps prepared statements off).
+    pooled = pgbouncer.url(name) + "?disable_server_side_cursors=True"
     _, secret = ApiKey.objects.issue("bouncer", ["admin"])
     with serving(secret, workers=2, threads=2, database=pooled) as wire:
         # An HTTP worker first: PUSH, FETCH and ACK through the pooler.

@@ -1,0 +1,146 @@
+"""The hot statements as server-side prepared statements (PostgreSQL, psycopg 3).
+
+Django's psycopg backend binds parameters on the client and sends every
+statement as text, so PostgreSQL parses and plans it on every call. The fast
+paths -- a single PUSH, FETCH, ACK, and the statements of the worker's turn
+-- run the same few statements thousands of times a second; prepared once
+per connection, they skip both (a single ``enqueue`` 0.73 → 0.50 ms of
+database time, measured side by side; README "Performance").
+
+Only statements whose text is one of a few fixed shapes come here (psycopg
+keeps at most 100 per connection, least recently used first out). Their
+final select lists name their columns: PostgreSQL refuses to run a prepared
+statement whose result row type changed ("cached plan must not change
+result type"), and ``SELECT *`` would change with every column a migration
+adds while old workers still run.
+
+Off where it cannot work: behind a transaction pooler (PgBouncer before
+1.21) a statement prepared on one server connection is missing on the next
+one, or another client's statement of the same name runs in its place.
+``OJS["PREPARED_STATEMENTS"]``: ``None`` (the default) prepares unless the
+database sets ``DISABLE_SERVER_SIDE_CURSORS`` -- the flag Django's
+documentation asks for behind such a pooler; ``True``/``False`` decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+from ..conf import ojs_settings
+
+
+def cursor(connection: Any) -> Any:
+    """A cursor of ``connection`` (Django's wrapper) whose ``execute`` prepares; Django's own when off."""
+    from django.db import connections
+
+    # ``django.db.connection`` is a proxy that looks the thread's connection up
+    # on every attribute read (~5 µs each): read the wrapper once.
+    connection = connections[connection.alias]
+    if not enabled(connection):
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    session = connection.connection
+    if session.prepare_threshold is None:
+        # Django turns psycopg's automatic preparing off with None, which
+        # also refuses ``prepare=True``; a threshold no statement reaches
+        # keeps the automatic one off (Django's own cursors bind on the
+        # client and never prepare) and lets ours through.
+        session.prepare_threshold = _NEVER_BY_COUNT
+    kind = _kinds()
+    assert kind is not None  # enabled() said psycopg 3
+    raw = kind.cursor(session)
+    raw.logged = connection.queries_logged
+    if connection.timezone is not None and session.info.timezone == connection.timezone:
+        # Django reads timestamps with a loader of its own that parses in
+        # Python and then sets the connection's time zone (~5 µs a value; a
+        # claim of 10 jobs reads some 50). Where the session's time zone is
+        # that zone (UTC under USE_TZ), psycopg's own loader gives the same
+        # datetimes, same tzinfo, in C (~0.3 µs).
+        raw.adapters.register_loader(_TIMESTAMPTZ_OID, kind.native_tzloader)
+    elif connection.timezone != session.adapters.get_loader(_TIMESTAMPTZ_OID, kind.text).timezone:
+        # As Django's create_cursor: the cursor reads timestamps in the
+        # connection's time zone if its adapters were made for another one.
+        kind.register_tzloader(connection.timezone, raw)
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(raw)
+
+
+def enabled(connection: Any) -> bool:
+    """Does ``connection`` prepare the hot statements?"""
+    return connection.vendor == "postgresql" and _kinds() is not None and prepares(connection.settings_dict)
+
+
+def prepares(database: Mapping[str, Any]) -> bool:
+    """By the settings alone: does a PostgreSQL database with these ``DATABASES`` settings get them?"""
+    setting = ojs_settings.PREPARED_STATEMENTS
+    if setting is None:
+        return not database.get("DISABLE_SERVER_SIDE_CURSORS", False)
+    return bool(setting)
+
+
+def columns(model: Any, alias: str) -> str:
+    """The model's columns as a select list on ``alias``: a result row type no added column changes."""
+    return ", ".join(f"{alias}.{column}" for column in _quoted_columns(model))
+
+
+_TIMESTAMPTZ_OID = 1184
+_NEVER_BY_COUNT = 2**62
+_columns_of: dict[Any, list[str]] = {}
+_made: list[_Kinds | None] = []
+
+
+def _quoted_columns(model: Any) -> list[str]:
+    names = _columns_of.get(model)
+    if names is None:
+        from django.db import connection
+
+        names = _columns_of[model] = [connection.ops.quote_name(f.column) for f in model._meta.concrete_fields]
+    return names
+
+
+class _Kinds:
+    """What ``cursor`` needs from psycopg 3 and Django's backend, imported once (not per statement)."""
+
+    def __init__(self) -> None:
+        import psycopg
+        from django.db.backends.postgresql.base import ServerBindingCursor
+        from django.db.backends.postgresql.psycopg_any import register_tzloader
+        from psycopg.pq import Format
+
+        self.text = Format.TEXT
+        # psycopg's default (C where psycopg[binary] or [c] is installed), before Django's override.
+        self.native_tzloader = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+        self.register_tzloader: Any = register_tzloader
+        base: Any = ServerBindingCursor  # psycopg's Cursor with Django's mixin
+
+        class PreparingCursor(base):
+            """Django's server-binding cursor whose ``execute`` always prepares."""
+
+            # Set by ``cursor()`` when Django logs this connection's queries.
+            logged = False
+
+            def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any) -> Any:
+                try:
+                    return super().execute(query, params, prepare=True, **kwargs)
+                finally:
+                    if self.logged:
+                        # Django's debug cursor (DEBUG, connection.queries, tests'
+                        # CaptureQueriesContext) logs the text psycopg records for a
+                        # client-bound query; a prepared one records none. Log the
+                        # statement with its values, runnable as it is.
+                        text = psycopg.ClientCursor(self.connection).mogrify(query, params)
+                        self._query = SimpleNamespace(query=text.encode())
+
+        self.cursor: Any = PreparingCursor
+
+
+def _kinds() -> _Kinds | None:
+    """Made on first use; None under psycopg2 (Django's other driver), which cannot prepare this way."""
+    if not _made:
+        from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+        _made.append(_Kinds() if is_psycopg3 else None)
+    return _made[0]
