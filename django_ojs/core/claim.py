@@ -29,7 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, Value, When
 
 from ..states import JobState, Move, target
-from . import events, fastclaim, limits, queue_config
+from . import events, fastclaim, limits, prepared, queue_config
 from .clock import TxNow
 from .outcome import Settlement, Verdict, expire_rows
 from .workers import hold_claimant
@@ -78,13 +78,15 @@ class ClaimMixin:
 
         One transaction, one commit. Lock order (DESIGN invariant 11): the
         worker's row, then the batch's job rows in ``seq`` order
-        (``settle_many``), then new jobs with SKIP LOCKED.
+        (``settle_many``), then new jobs with SKIP LOCKED. The worker's row
+        is held by the first statement that locks: the batch's lock, or the
+        claim when there is no batch (no statement of its own).
         """
         with transaction.atomic():
-            if count > 0:
-                hold_claimant(worker_id)
-            verdicts = self.settle_many(settlements)
-            jobs = self._claim(queues, count, worker_id, None, limit_report) if count > 0 else []
+            claiming = count > 0
+            verdicts = self.settle_many(settlements, holding=worker_id if claiming else None)
+            held = claiming and bool(settlements)
+            jobs = self._claim(queues, count, worker_id, None, limit_report, hold=not held) if claiming else []
         return verdicts, jobs
 
     def _claim(
@@ -223,6 +225,6 @@ def _queues_with_work(names: list[str]) -> list[str]:
         f"AND NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} p WHERE p.name = q.name AND p.paused) "
         "ORDER BY q.position"
     )
-    with connection.cursor() as cursor:
+    with prepared.cursor(connection) as cursor:
         cursor.execute(sql, [names, JobState.AVAILABLE.value])
         return [row[0] for row in cursor.fetchall()]

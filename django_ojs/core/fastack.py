@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import signals
 from ..states import Move, sources, target
-from . import events
+from . import events, prepared
 from .loaded import raw_loaded
 
 if TYPE_CHECKING:
@@ -28,8 +28,13 @@ if TYPE_CHECKING:
     from .outcome import Lease
 
 
-def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
-    """The completed job, or None when no active job with this id and lease was there to ack."""
+def ack(manager: Any, job_id: Any, result: Any, lease: Lease, *, steps: bool = True) -> Job | None:
+    """The completed job, or None when no active job with this id and lease was there to ack.
+
+    ``steps=False``: None for a workflow step too (a job whose ``extra`` names
+    a ``workflow_id``), which is left as it was: its workflow must move in the
+    ACK's transaction, so the caller acks it in one.
+    """
     table = manager.model._meta.db_table
     params: dict[str, Any] = {
         "id": manager.model._meta.get_field("id").to_python(job_id),
@@ -45,6 +50,9 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
         guard += " AND (worker_id = %(worker)s OR worker_id IS NULL)"
     if lease.attempt is not None:
         guard += " AND attempt = %(attempt)s"
+    if not steps:
+        # Wider than the caller's test (a true value): any job naming the key is left to it.
+        guard += " AND NOT coalesce(extra ? 'workflow_id', false)"
     sql = (
         f"WITH acked AS (UPDATE {table} SET state = %(completed)s, completed_at = CURRENT_TIMESTAMP,"
         " finished_at = CURRENT_TIMESTAMP, result = %(result)s::jsonb, error = NULL,"
@@ -57,9 +65,10 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
         listening=listening,
     )
     if listening:
-        sql += f" SELECT acked.*{events.event_columns()} FROM acked{events.event_join('acked')}"
+        sql += f" SELECT {prepared.columns(manager.model, 'acked')}{events.event_columns()} FROM acked"
+        sql += events.event_join("acked")
     else:
-        sql += " SELECT * FROM acked"
+        sql += f" SELECT {prepared.columns(manager.model, 'acked')} FROM acked"
     rows = raw_loaded(manager, sql, params)
     if listening:
         events.send_returned([events.events_of(job) for job in rows])  # after the caller's commit
@@ -68,28 +77,50 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease) -> Job | None:
     return rows[0] if rows else None
 
 
-def lock_settled(manager: Any, job_ids: Sequence[str]) -> list[tuple]:
+def lock_settled(manager: Any, job_ids: Sequence[str], *, holding: str | None = None) -> tuple[bool, list[tuple]]:
     """``settle_many``'s lock, as one precompiled statement: the rows of ``job_ids`` that may be settled.
 
     The same statement the ORM query on other databases builds -- by the
     unique index on ``id``, in ``seq`` order, with whether each is a pending
     workflow step and the transaction's clock -- without compiling it on every
     worker turn (a tenth of a turn's time in the worker's profile).
+
+    ``holding``: a worker whose row is held ``FOR KEY SHARE`` first, in the
+    same statement (DESIGN invariant 11: the worker's row, then its jobs in
+    ``seq`` order; a one-time filter, as ``fastclaim``'s). Returns whether
+    that worker is alive; a worker declared dead gets no row locked, for the
+    caller to revive it (``hold_claimant``) and lock again without ``holding``.
     """
     from django.db import connection
 
-    from ..models import WorkflowNode
+    from ..models import Worker, WorkflowNode
     from .workflows import PENDING
 
-    sql = (
+    params = [PENDING, list(job_ids), sorted(state.value for state in sources(Move.ACK))]
+    locked = (
         "SELECT j.seq, j.id, j.type, j.queue, j.attempt, j.started_at, j.worker_id,"
         f" EXISTS (SELECT 1 FROM {WorkflowNode._meta.db_table} n WHERE n.job_seq = j.seq AND n.state = %s),"
-        f" CURRENT_TIMESTAMP FROM {manager.model._meta.db_table} j"
-        " WHERE j.id = ANY(%s::uuid[]) AND j.state = ANY(%s) ORDER BY j.seq FOR UPDATE"
+        f" CURRENT_TIMESTAMP AS now FROM {manager.model._meta.db_table} j"
+        " WHERE j.id = ANY(%s::uuid[]) AND j.state = ANY(%s)"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [PENDING, list(job_ids), sorted(state.value for state in sources(Move.ACK))])
-        return cursor.fetchall()
+    if holding is None:
+        sql = f"{locked} ORDER BY j.seq FOR UPDATE"
+    else:
+        sql = (
+            f"WITH claimant AS (SELECT declared_dead_at IS NULL AS alive FROM {Worker._meta.db_table}"
+            " WHERE id = %s FOR KEY SHARE), "
+            f"locked AS ({locked} AND NOT EXISTS (SELECT 1 FROM claimant WHERE NOT alive) ORDER BY j.seq FOR UPDATE) "
+            "SELECT l.*, NOT EXISTS (SELECT 1 FROM claimant WHERE NOT alive) FROM"
+            " (SELECT 1) AS one LEFT JOIN locked l ON true ORDER BY l.seq"
+        )
+        params.insert(0, holding)
+    with prepared.cursor(connection) as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if holding is None:
+        return True, rows
+    alive = rows[0][-1]
+    return alive, [row[:-1] for row in rows if row[0] is not None]
 
 
 def complete_rows(
@@ -119,7 +150,7 @@ def complete_rows(
         "seqs": list(seqs),
         "results": [json.dumps(result) if result is not None else None for result in results],
     }
-    with connection.cursor() as cursor:
+    with prepared.cursor(connection) as cursor:
         cursor.execute(sql, params)
         if listening:
             events.send_returned(cursor.fetchall())  # after the worker turn's commit

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, JSONField, Q, Value, When
 
 from ..durations import format_timestamp, to_millis
@@ -130,9 +130,15 @@ class OutcomeMixin:
     def ack(self, job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
         """active -> completed in one conditional write; 409 if the job is not ours to ack."""
         if events.fast_paths_ok():
-            # One statement (core/fastack.py). A workflow step's ACK must move
-            # its workflow in the same transaction, so ACK and advance share
-            # one; only the step's own row says whether it is one.
+            # One statement (core/fastack.py). Outside a transaction it is one
+            # of its own, no BEGIN and no COMMIT, for any job but a workflow
+            # step: a step's ACK must move its workflow in the same
+            # transaction, so the statement leaves steps (and refusals) to the
+            # transaction below, where ACK and advance share one.
+            if not connection.in_atomic_block:
+                job = fastack.ack(self, job_id, result, lease, steps=False)
+                if job is not None:
+                    return job
             with transaction.atomic():
                 job = fastack.ack(self, job_id, result, lease)
                 if job is not None and (job.extra or {}).get("workflow_id"):
@@ -159,7 +165,7 @@ class OutcomeMixin:
             advance_workflows({job.seq: job.state})
         return job
 
-    def settle_many(self, settlements: Sequence[Settlement]) -> list[Verdict]:
+    def settle_many(self, settlements: Sequence[Settlement], *, holding: str | None = None) -> list[Verdict]:
         """Write many finished attempts in one transaction; a verdict for each, in order.
 
         For the in-process worker, which writes its outcomes in batches.
@@ -171,16 +177,27 @@ class OutcomeMixin:
         no longer holds are refused, exactly as a single ACK or FAIL would
         be. Completions are written in one UPDATE; failures are decided one
         by one and written together (``settle_rows``).
+
+        ``holding``: a worker whose row is held first (DESIGN invariant 11),
+        and revived if it was declared dead (``hold_claimant``); on PostgreSQL
+        inside the lock statement. Nothing is held for an empty batch.
         """
         if not settlements:
             return []
+        from .workers import hold_claimant  # workers imports this module
         # No savepoint of its own: inside settle_and_fetch's transaction (the
         # worker's every turn) a failure undoes the whole turn anyway.
         with transaction.atomic(savepoint=False):
             job_ids = list({str(s.job_id) for s in settlements})
             if events.fast_paths_ok():
-                locked = fastack.lock_settled(self, job_ids)
+                alive, locked = fastack.lock_settled(self, job_ids, holding=holding)
+                if not alive:
+                    # Declared dead: revived first, its jobs then locked like anyone's.
+                    hold_claimant(holding)
+                    _, locked = fastack.lock_settled(self, job_ids)
             else:
+                if holding is not None:
+                    hold_claimant(holding)
                 locked = list(
                     self.select_for_update()
                     .filter(id__in=job_ids, state__in=sources(Move.ACK))

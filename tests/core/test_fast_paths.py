@@ -9,12 +9,15 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_ojs.core import fastpush
+from django_ojs.core import workflows as store
 from django_ojs.core.outcome import Lease
 from django_ojs.durations import to_millis
 from django_ojs.errors import Duplicate, InvalidTransition
 from django_ojs.models import Event, Job, Worker
+from django_ojs.workflows import parse
 from tests.helpers import reload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -133,9 +136,8 @@ def test_an_ack_is_one_statement_and_writes_what_the_stepwise_ack_wrote(push):
     job = push(options={"queue": "acks"})
     [claimed] = Job.objects.fetch(["acks"], worker_id="w1")
     sql = statements(lambda: Job.objects.ack(claimed.id, result={"n": [1, "é"]}, lease=Lease("w1", 1)))
-    # One statement, in a transaction of its own: had the job been a workflow
-    # step, its workflow would have moved in that same transaction.
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 3, sql
+    # One statement, a transaction of its own: no BEGIN, no COMMIT.
+    assert len(sql) == 1 and sql[0].startswith("WITH acked AS (UPDATE"), sql
     row = reload(job)
     assert (row.state, row.result, row.error, row.lease_expires_at, row.deadline_at) == (
         "completed", {"n": [1, "é"]}, None, None, None)
@@ -157,8 +159,23 @@ def test_an_ack_under_another_lease_is_refused_and_changes_nothing(push):
     assert Job.objects.ack(job.id, result=None, lease=Lease("w1", 1)).result is None
 
 
-def test_a_worker_turn_is_one_transaction_of_four_statements(push):
-    """Hold the worker's row, lock the finished jobs (and see which are workflow steps: an index
+def test_a_workflow_steps_ack_moves_its_workflow_in_the_same_transaction(db):
+    workflow = store.create(parse({"type": "chain", "name": "two", "steps": [
+        {"type": "a", "args": [], "options": {"queue": "steps"}},
+        {"type": "b", "args": [], "options": {"queue": "steps"}}]}, max_jobs=10, job_options=store.job_options()))
+    [step] = Job.objects.fetch(["steps"], worker_id="w1")
+    sql = statements(lambda: Job.objects.ack(step.id, result=1, lease=Lease("w1", 1)))
+    # The one-statement ACK leaves a step alone; the ACK in a transaction acks it and starts the next step.
+    assert sql[1] == "BEGIN" and sql[-1] == "COMMIT", sql
+    assert "workflow_id" in sql[0] and "workflow_id" not in sql[2], sql
+    assert reload(step).state == "completed"
+    [second] = Job.objects.filter(queue="steps", state="available")
+    assert (second.type, second.extra["workflow_id"]) == ("b", str(workflow.id))
+    assert Event.objects.filter(job_id=step.id, type="job.completed").count() == 1
+
+
+def test_a_worker_turn_is_one_transaction_of_three_statements(push):
+    """Lock the worker's row and then the finished jobs (and see which are workflow steps: an index
     probe inside that statement), complete them with their events, claim anew."""
     from django_ojs.core.outcome import Settlement
 
@@ -170,12 +187,44 @@ def test_a_worker_turn_is_one_transaction_of_four_statements(push):
     with CaptureQueriesContext(connection) as queries:
         verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 6, sql
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 5, sql
     assert sum("django_ojs_workflownode" in statement for statement in sql) == 1, sql
-    assert "django_ojs_workflownode" in sql[2] and "FOR UPDATE" in sql[2], sql
+    lock = sql[1]
+    assert "django_ojs_workflownode" in lock and "FOR UPDATE" in lock, sql
+    # The worker's row first (DESIGN invariant 11), in the same statement.
+    assert "FOR KEY SHARE" in lock and lock.index("FOR KEY SHARE") < lock.index("FOR UPDATE"), lock
     assert len(verdicts) == 3 and len(claimed) == 2
     assert [reload(job).result for job in running] == [0, 1, 2]
     assert Event.objects.filter(type="job.completed").count() == 3
+
+
+def test_a_worker_turn_with_nothing_to_write_is_its_claim_alone(push):
+    Worker.objects.register("w1")
+    push(options={"queue": "turns"})
+    with CaptureQueriesContext(connection) as queries:
+        verdicts, claimed = Job.objects.settle_and_fetch("w1", [], ["turns"], 2)
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert len(sql) == 3 and "FOR KEY SHARE" in sql[1] and "SKIP LOCKED" in sql[1], sql
+    assert verdicts == [] and len(claimed) == 1
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["with-a-batch", "claim-only"])
+def test_a_worker_declared_dead_is_revived_by_its_next_turn(push, batch):
+    """Frozen past the heartbeat timeout but not yet recovered: its turn revives it, writes what
+    it finished (the leases still hold) and claims anew."""
+    from django_ojs.core.outcome import Settlement, Verdict
+
+    Worker.objects.register("w1")
+    for n in range(3):
+        push(args=[n], options={"queue": "turns"})
+    running = Job.objects.fetch(["turns"], count=2, worker_id="w1")
+    Worker.objects.filter(id="w1").update(declared_dead_at=timezone.now())
+    settlements = [Settlement(job.id, Lease("w1", 1), result=1) for job in running] if batch else []
+    verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 1)
+    assert verdicts == ([Verdict.COMPLETED] * 2 if batch else [])
+    assert len(claimed) == 1 and claimed[0].worker_id == "w1"
+    assert Worker.objects.get(id="w1").declared_dead_at is None
+    assert Event.objects.filter(type="worker.started", data__revived=True).count() == 1
 
 
 def test_a_mixed_batch_stores_what_the_stepwise_push_stores(spec, monkeypatch):
@@ -247,7 +296,7 @@ def test_nobody_listening_the_statements_return_no_events(spec, push):
     fetched = statements(lambda: Job.objects.fetch(["quiet"], worker_id="w1"))
     [job] = Job.objects.filter(queue="quiet", state="active")
     acked = statements(lambda: Job.objects.ack(job.id, lease=Lease("w1", 1)))
-    assert len(pushed) == len(fetched) == 1 and len(acked) == 3
+    assert len(pushed) == len(fetched) == len(acked) == 1
     assert not any("RETURNING seq, id, type" in sql or "ojs_e." in sql for sql in pushed + fetched + acked)
 
 
@@ -292,7 +341,7 @@ def test_a_listened_fetch_and_ack_are_single_statements_that_send_their_events_o
                             "attempt": 1, "worker_id": "w1"}
     received.clear()
     acked = statements(lambda: Job.objects.ack(job.id, result=1, lease=Lease("w1", 1)))
-    assert acked[0] == "BEGIN" and acked[-1] == "COMMIT" and len(acked) == 3, acked
+    assert len(acked) == 1 and acked[0].startswith("WITH acked AS (UPDATE"), acked
     [done] = sent(received, "job.completed")
     row = reload(job)
     assert done.data == {"job_id": str(job.id), "job_type": job.type, "queue": "heard", "state": "completed",
@@ -300,7 +349,7 @@ def test_a_listened_fetch_and_ack_are_single_statements_that_send_their_events_o
     assert len(received) == 1
 
 
-def test_a_listened_worker_turn_is_still_four_statements_and_sends_after_its_commit(push, received):
+def test_a_listened_worker_turn_is_still_three_statements_and_sends_after_its_commit(push, received):
     from django_ojs.core.outcome import Settlement
 
     Worker.objects.register("w1")
@@ -312,7 +361,7 @@ def test_a_listened_worker_turn_is_still_four_statements_and_sends_after_its_com
     with CaptureQueriesContext(connection) as queries:
         verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 6, sql
+    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 5, sql
     assert [verdict.value for verdict in verdicts] == ["completed"] * 3
     completed = sent(received, "job.completed")
     assert sorted(event.job_id for event in completed) == sorted(job.id for job in running)

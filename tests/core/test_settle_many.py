@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 
+import psycopg
 import pytest
 from django.db import connections
 
@@ -162,3 +163,54 @@ def test_a_heartbeat_and_its_workers_batch_never_deadlock(transactional_db, spec
         stop.set()
         beater.join(60)
     assert not errors, errors
+
+
+@pytest.mark.postgres
+def test_a_turn_locks_its_workers_row_before_any_job_of_its_batch(transactional_db, spec):
+    """DESIGN invariant 11 inside one statement: while another transaction holds the worker's
+    row (as the reaper does to declare it dead), the turn waits on that row having locked no
+    job of its batch -- so the other may go on to lock those jobs without a deadlock."""
+    from tests.waiting import wait_until
+
+    Worker.objects.register("w1")
+    Job.objects.push_many([spec(options={"queue": "order"}) for _ in range(3)])
+    claimed = Job.objects.fetch(["order"], count=3, worker_id="w1")
+    batch = [Settlement(job.id, Lease("w1", 1), result=1) for job in claimed]
+    db = connections["default"].settings_dict
+    where = {"dbname": db["NAME"], "host": db["HOST"] or None, "port": db["PORT"] or None,
+             "user": db["USER"] or None, "password": db["PASSWORD"] or None}
+    reaper, observer = psycopg.connect(**where), psycopg.connect(**where, autocommit=True)
+    outcome: list = []
+    turn = threading.Thread(target=lambda: outcome.append(_turn_closing("w1", batch)))
+    try:
+        reaper.execute("SELECT 1 FROM django_ojs_worker WHERE id = 'w1' FOR UPDATE")
+        turn.start()
+        wait_until(lambda: _waiting_on_a_lock(observer, "FOR KEY SHARE"), 60, "the turn to wait on the worker's row")
+        # Every job of the batch is still free to lock: NOWAIT would fail on a row the turn held.
+        locked = reaper.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM django_ojs_job WHERE id = ANY(%s) FOR UPDATE NOWAIT) held",
+            [[job.id for job in claimed]],
+        ).fetchone()[0]
+        assert locked == 3
+        reaper.rollback()
+        turn.join(60)
+        assert outcome and outcome[0][0] == [Verdict.COMPLETED] * 3
+    finally:
+        reaper.close()
+        observer.close()
+        turn.join(60)
+
+
+def _turn_closing(worker_id, batch):
+    try:
+        return Job.objects.settle_and_fetch(worker_id, batch, ["order"], 1)
+    finally:
+        connections.close_all()
+
+
+def _waiting_on_a_lock(observer, statement_part: str) -> bool:
+    row = observer.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+        [f"%{statement_part}%"],
+    ).fetchone()
+    return row[0] > 0
