@@ -113,8 +113,12 @@ class _Counting:
         counter = _BY_TYPE.get(kind)
         if counter is None:
             return
-        # One increment per label pair, not per job: a worker turn completes many.
-        for (queue, job_type), many in collections.Counter(pairs).items():
+        # One increment per label pair, not per job: a worker turn completes many (a plain
+        # dict: collections.Counter costs more to build than a turn's few pairs to count).
+        tally: dict[tuple[str, str], int] = {}
+        for pair in pairs:
+            tally[pair] = tally.get(pair, 0) + 1
+        for (queue, job_type), many in tally.items():
             _child(counter, queue, job_type).inc(many)
 
 
@@ -127,6 +131,10 @@ COUNTING = _Counting()
 _observed: collections.deque[tuple[Any, float]] = collections.deque()
 
 
+# (queue, type, state) -> that execution's duration child and queue-time child: one lookup per job.
+_execution_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
 def observe_execution(job: Any, state: str, seconds: float) -> None:
     """One finished execution in the worker: its duration and how long it waited first.
 
@@ -135,31 +143,37 @@ def observe_execution(job: Any, state: str, seconds: float) -> None:
     multiprocess files, per observation; a turn's worth of them mostly fall in
     one bucket, and is written as one increment of that bucket and the sum.
     """
-    _observed.append((_child(DURATION, job.queue, job.type, state), seconds))
+    key = (job.queue, job.type, state)
+    children = _execution_children.get(key)
+    if children is None:
+        children = _execution_children[key] = (_child(DURATION, *key), _child(QUEUE_TIME, job.queue, job.type))
+    _observed.append((children[0], seconds))
     if job.attempt == 1 and job.started_at and job.enqueued_at:
-        waited = max((job.started_at - job.enqueued_at).total_seconds(), 0.0)
-        _observed.append((_child(QUEUE_TIME, job.queue, job.type), waited))
+        waited = (job.started_at - job.enqueued_at).total_seconds()
+        _observed.append((children[1], waited if waited > 0.0 else 0.0))
 
 
 def flush_observations() -> None:
     """Write the held observations: per histogram child, each bucket's count and the sum once."""
     if not _observed:
         return
-    tallies: dict[Any, tuple[collections.Counter[int], list[float]]] = {}
+    # Plain dicts keyed by (child, bucket) and child: a turn holds a few children at most.
+    counts: dict[tuple[Any, int], int] = {}
+    sums: dict[Any, float] = {}
     while True:
         try:
             child, amount = _observed.popleft()
         except IndexError:
             break
-        buckets, total = tallies.setdefault(child, (collections.Counter(), [0.0]))
-        buckets[bisect.bisect_left(child._upper_bounds, amount)] += 1
-        total[0] += amount
-    for child, (buckets, total) in tallies.items():
-        # What Histogram.observe does per observation (prometheus_client: the sum, then the
-        # first bucket whose upper bound holds the amount; +Inf is the last), once per bucket.
-        child._sum.inc(total[0])
-        for index, count in buckets.items():
-            child._buckets[index].inc(count)
+        bucket = (child, bisect.bisect_left(child._upper_bounds, amount))
+        counts[bucket] = counts.get(bucket, 0) + 1
+        sums[child] = sums.get(child, 0.0) + amount
+    # What Histogram.observe does per observation (prometheus_client: the sum, then the
+    # first bucket whose upper bound holds the amount; +Inf is the last), once per bucket.
+    for child, total in sums.items():
+        child._sum.inc(total)
+    for (child, index), count in counts.items():
+        child._buckets[index].inc(count)
 
 
 class StoreCollector:

@@ -10,20 +10,28 @@
   execution in one trace, which is what an operator opens: README
   "Decisions").
 
-The project configures the OpenTelemetry SDK (provider, exporter) as for any
-library; django-ojs only uses the API. With TRACING off nothing here imports
-``opentelemetry``: the call sites test a setting and go on.
+The project configures the OpenTelemetry SDK (provider, exporter, sampler) as
+for any library; django-ojs only uses the API. With TRACING off nothing here
+imports ``opentelemetry``: the call sites test a setting and go on.
+
+A span the sampler drops (a non-recording span: most of them, at a
+production sampling rate) costs us what the spec requires and no more: its
+context is still made current around the handler and, for a producer span,
+still written as ``traceparent`` into ``meta`` -- the consumer then follows
+the producer's decision -- but no per-job attribute, link or status is built
+for it. The attributes given at creation, which a sampler may read (the
+messaging conventions' "sampling relevant" ones and the job's queue and
+type), are one cached mapping per (queue, type).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 TRACER_NAME = "django_ojs"
-_CARRIER_KEYS = ("traceparent", "tracestate")
-
 
 _tracers: list[Any] = []
 
@@ -39,14 +47,66 @@ def _tracer() -> Any:
     return _tracers[0]
 
 
-def _common(queue: str, job_type: str, operation: str) -> dict[str, Any]:
-    return {
-        "messaging.system": "ojs",
-        "messaging.operation.type": operation,
-        "messaging.destination.name": queue,
-        "ojs.job.queue": queue,
-        "ojs.job.type": job_type,
-    }
+class _Otel:
+    """The API's names, imported once on first use (a per-job import statement costs a microsecond each)."""
+
+    loaded = False
+
+    @classmethod
+    def load(cls) -> type[_Otel]:
+        if not cls.loaded:
+            from opentelemetry import context, trace
+            from opentelemetry.trace import SpanKind, Status, StatusCode
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+            cls.attach, cls.detach = context.attach, context.detach
+            cls.in_context, cls.current_span = trace.set_span_in_context, trace.get_current_span
+            # meta carries W3C Trace Context whatever the project's global propagators
+            # (§5.1): its own two fields, nothing to filter out, no baggage to extract.
+            cls.w3c = TraceContextTextMapPropagator()
+            cls.PRODUCER, cls.CONSUMER = SpanKind.PRODUCER, SpanKind.CONSUMER
+            cls.Status, cls.ERROR = Status, StatusCode.ERROR
+            cls.OK = Status(StatusCode.OK)  # immutable: one for every span
+            cls.loaded = True
+        return cls
+
+    attach: Any
+    detach: Any
+    in_context: Any
+    current_span: Any
+    w3c: Any
+    PRODUCER: Any
+    CONSUMER: Any
+    Status: Any
+    ERROR: Any
+    OK: Any
+
+
+# (queue, job type, operation) -> the span's name and its creation attributes.
+_described: dict[tuple[str, str, str], tuple[str, Mapping[str, Any]]] = {}
+# Queues and types come from clients (HTTP PUSH): past this many kinds, start over.
+_MAX_DESCRIBED = 10_000
+
+
+def _description(queue: str, job_type: str, operation: str) -> tuple[str, Mapping[str, Any]]:
+    """A span's name and the attributes it is created with, shared by every job of its queue and type.
+
+    Read-only (a sampler is handed the mapping itself; the SDK copies it into
+    a recording span).
+    """
+    key = (queue, job_type, operation)
+    found = _described.get(key)
+    if found is None:
+        if len(_described) >= _MAX_DESCRIBED:
+            _described.clear()
+        found = _described[key] = (f"{queue} {'enqueue' if operation == 'publish' else operation}", MappingProxyType({
+            "messaging.system": "ojs",
+            "messaging.operation.type": operation,
+            "messaging.destination.name": queue,
+            "ojs.job.queue": queue,
+            "ojs.job.type": job_type,
+        }))
+    return found
 
 
 def traced_push(specs: Sequence[Any], push: Callable[[], Sequence[Any]]) -> Any:
@@ -65,73 +125,59 @@ def traced_push(specs: Sequence[Any], push: Callable[[], Sequence[Any]]) -> Any:
 def producing(specs: Sequence[Any]) -> Iterator[Callable[[Sequence[Any]], None]]:
     """One PRODUCER span per job spec, its context injected into the spec's ``meta``.
 
-    Yields ``stored(jobs)``, to call with what was stored: the spans get the
-    ids and states. An exception ends them with status ERROR.
+    Yields ``stored(jobs)``, to call with what was stored: the recording spans
+    get the ids and states. An exception ends them with status ERROR.
     """
-    from opentelemetry import trace
-    from opentelemetry.propagate import inject
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
+    otel = _Otel.load()
     tracer = _tracer()
-    spans = []
-    for spec in specs:
-        span = tracer.start_span(f"{spec.queue} enqueue", kind=SpanKind.PRODUCER,
-                                 attributes=_common(spec.queue, spec.type, "publish"))
-        if spec.id is not None:
-            span.set_attribute("ojs.job.id", str(spec.id))
+    recording: list[tuple[int, Any]] = []  # (position in specs, span): the spans the sampler kept
+    for position, spec in enumerate(specs):
+        name, attributes = _description(spec.queue, spec.type, "publish")
+        span = tracer.start_span(name, kind=otel.PRODUCER, attributes=attributes)
+        # Sampled or not, the job carries its context: its consumer follows the decision.
         carrier: dict[str, str] = {}
-        inject(carrier, context=trace.set_span_in_context(span))
-        spec.meta = {**spec.meta, **{key: carrier[key] for key in _CARRIER_KEYS if key in carrier}}
-        spans.append(span)
+        otel.w3c.inject(carrier, context=otel.in_context(span))
+        spec.meta = {**spec.meta, **carrier}
+        if span.is_recording():
+            if spec.id is not None:
+                span.set_attribute("ojs.job.id", str(spec.id))
+            recording.append((position, span))
+        # A dropped span is the API's NonRecordingSpan: nothing to describe, nothing to end.
 
     def stored(jobs: Sequence[Any]) -> None:
-        for span, job in zip(spans, jobs):
+        for position, span in recording:
+            job = jobs[position]
             if job is None:
                 continue  # dropped by enqueue middleware
-            span.set_attribute("ojs.job.id", str(job.id))
-            span.set_attribute("messaging.message.id", str(job.id))
-            span.set_attribute("ojs.job.state", job.state)
-            span.set_attribute("ojs.job.priority", job.priority)
+            job_id = str(job.id)
+            span.set_attributes({"ojs.job.id": job_id, "messaging.message.id": job_id,
+                                 "ojs.job.state": job.state, "ojs.job.priority": job.priority})
 
     try:
         yield stored
     except BaseException as exc:
-        for span in spans:
-            span.set_status(Status(StatusCode.ERROR, str(exc)))
+        for _, span in recording:
+            span.set_status(otel.Status(otel.ERROR, str(exc)))
             span.set_attribute("error.type", type(exc).__name__)
             span.end()
         raise
-    for span in spans:
-        span.set_status(Status(StatusCode.OK))
+    for _, span in recording:
+        span.set_status(otel.OK)
         span.end()
 
 
-class _Otel:
-    """The API's names, imported once on first use (a per-job import statement costs a microsecond each)."""
-
-    loaded = False
-
-    @classmethod
-    def load(cls) -> type[_Otel]:
-        if not cls.loaded:
-            from opentelemetry import context, trace
-            from opentelemetry.propagate import extract
-            from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-
-            cls.context, cls.trace, cls.extract, cls.Link = context, trace, extract, Link
-            cls.CONSUMER, cls.Status, cls.ERROR = SpanKind.CONSUMER, Status, StatusCode.ERROR
-            cls.OK = Status(StatusCode.OK)  # immutable: one for every span
-            cls.loaded = True
-        return cls
-
-    context: Any
-    trace: Any
-    extract: Any
-    Link: Any
-    CONSUMER: Any
-    Status: Any
-    ERROR: Any
-    OK: Any
+def _remote_parent(meta: Any) -> Any:
+    """The producer's context from a job's ``meta`` (a Context), or None when it carries none."""
+    if not isinstance(meta, dict):
+        return None
+    traceparent = meta.get("traceparent")
+    if not isinstance(traceparent, str):
+        return None
+    tracestate = meta.get("tracestate")
+    carrier = {"traceparent": traceparent}
+    if isinstance(tracestate, str):
+        carrier["tracestate"] = tracestate
+    return _Otel.w3c.extract(carrier)
 
 
 class Consuming:
@@ -140,33 +186,40 @@ class Consuming:
     A plain object rather than nested generator context managers
     (``start_as_current_span`` inside a ``contextmanager`` inside the
     worker's own): the SDK's span is the cost of tracing, not the wrapping
-    around it.
+    around it. A span the sampler dropped is only made current (the
+    handler's own spans and calls carry its trace and its decision).
     """
 
-    __slots__ = ("_token", "attempt", "span")
+    __slots__ = ("_token", "attempt", "recording", "span")
 
     def __init__(self, job: Any, worker_id: str):
         otel = _Otel.load()
-        meta = job.meta if isinstance(job.meta, dict) else {}
-        carrier = {key: meta[key] for key in _CARRIER_KEYS if isinstance(meta.get(key), str)}
-        parent = otel.extract(carrier) if carrier else None
-        producer = otel.trace.get_current_span(parent).get_span_context() if parent is not None else None
+        parent = _remote_parent(job.meta)
+        name, attributes = _description(job.queue, job.type, "process")
+        # No links at creation: the only one is to the parent, which the sampler is given anyway.
+        span = self.span = _tracer().start_span(name, context=parent, kind=otel.CONSUMER, attributes=attributes,
+                                                record_exception=False, set_status_on_exception=False)
+        self.recording = span.is_recording()
+        if self.recording:
+            self._describe(job, worker_id, parent)
+        self._token = otel.attach(otel.in_context(span))
+
+    def _describe(self, job: Any, worker_id: str, parent: Any) -> None:
+        """What only a recorded span carries: the job's own attributes and the link to its producer."""
         job_id = str(job.id)
         self.attempt = job.attempt
-        self.span = _tracer().start_span(
-            f"{job.queue} process", context=parent, kind=otel.CONSUMER,
-            links=[otel.Link(producer)] if producer is not None and producer.is_valid else None,
-            attributes={
-                **_common(job.queue, job.type, "process"),
-                "ojs.job.id": job_id, "messaging.message.id": job_id,
-                "ojs.job.attempt": job.attempt, "ojs.job.priority": job.priority, "ojs.worker.id": worker_id,
-            },
-            record_exception=False, set_status_on_exception=False,
-        )
-        self._token = otel.context.attach(otel.trace.set_span_in_context(self.span))
+        self.span.set_attributes({"ojs.job.id": job_id, "messaging.message.id": job_id,
+                                  "ojs.job.attempt": job.attempt, "ojs.job.priority": job.priority,
+                                  "ojs.worker.id": worker_id})
+        if parent is not None:
+            producer = _Otel.current_span(parent).get_span_context()
+            if producer.is_valid:
+                self.span.add_link(producer)
 
     def finished(self, failure: Any) -> None:
         """How the execution ended: ``None``, or its ``Failure``."""
+        if not self.recording:
+            return
         span = self.span
         if failure is None:
             span.set_attribute("ojs.job.state", "completed")
@@ -177,8 +230,9 @@ class Consuming:
                              "ojs.job.error.attempt": self.attempt})
 
     def close(self) -> None:
-        _Otel.context.detach(self._token)
-        self.span.end()
+        _Otel.detach(self._token)
+        if self.recording:
+            self.span.end()
 
 
 @contextlib.contextmanager

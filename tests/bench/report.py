@@ -150,27 +150,31 @@ def observability_table(figures: list[Figure], *, markdown: bool = False) -> str
     """The worker's throughput off, metrics on, metrics and tracing on, side by side, per shape.
 
     Each ratio twice: of the medians, and the median of the round-by-round
-    ratios (``paired_ratio_median``); then what the workers' CPU per job
-    grew by (medians, once under way: start-up left out).
+    ratios (``paired_ratio_median``); then the workers' CPU per job (median of
+    the interleaved runs, once under way: start-up left out) and its ratio to
+    off, of the medians and paired round by round. On a shared machine the CPU per job is the steadier of the two: what
+    observability costs a worker is CPU.
     """
     by_key = {figure.key: figure for figure in figures}
-    header = ("ojs_worker (jobs/s)", "off", "metrics", "×off", "×off paired", "CPU/job", "metrics+tracing", "×off",
-              "×off paired", "CPU/job", "tracing 10 %", "×off", "×off paired", "CPU/job")
-    rows = [header]
+    header = ["ojs_worker (jobs/s)", "off", "CPU µs/job"]
+    for name in ("metrics", "metrics+tracing", "tracing 10 %"):
+        header += [name, "×off", "×off paired", "CPU µs/job", "CPU ×off", "CPU ×off paired"]
+    rows = [tuple(header)]
     for figure in figures:
         on = [by_key.get(f"{figure.key}.{mode}") for mode in OBSERVED]
         if not figure.key.startswith("worker.") or not any(on):
             continue
-        row = [figure.name.removeprefix("ojs_worker "), _number(figure.ours)]
+        cpu_off = next((observed.detail.get("cpu_us_per_job_off") for observed in on if observed is not None), None)
+        row = [figure.name.removeprefix("ojs_worker "), _number(figure.ours), _number(cpu_off)]
         for observed in on:
             if observed is None:
-                row += ["–", "–", "–", "–"]
+                row += ["–"] * 6
                 continue
             paired = observed.detail.get("paired_ratio_median")
-            cpu, cpu_off = observed.detail.get("cpu_us_per_job"), observed.detail.get("cpu_us_per_job_off")
-            # The workers' CPU per job, on vs off: "+9 %" costs 9 % more CPU.
-            cost = f"{(cpu / cpu_off - 1) * 100:+.0f} %" if cpu and cpu_off else "–"
-            row += [_number(observed.ours), _times(observed.ratio_floor), _times(paired), cost]
+            cpu = observed.detail.get("cpu_us_per_job")
+            row += [_number(observed.ours), _times(observed.ratio_floor), _times(paired), _number(cpu),
+                    _times(_ratio(cpu, cpu_off) if cpu is not None else None),
+                    _times(observed.detail.get("cpu_paired_ratio_median"))]
         rows.append(tuple(row))
     return "\n".join(_layout(rows, markdown=markdown))
 

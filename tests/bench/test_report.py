@@ -69,11 +69,11 @@ def test_the_observability_table_puts_off_and_on_side_by_side_per_shape():
     off = Figure("worker.1x10", "ojs_worker 1 × concurrency 10", "jobs/s", 400.0, floor=800.0)
     metrics = Figure("worker.1x10.metrics", "ojs_worker 1 × concurrency 10, metrics on", "jobs/s", 390.0,
                      floor=400.0, detail={"paired_ratio_median": 0.97, "cpu_us_per_job": 840.0,
-                                          "cpu_us_per_job_off": 800.0})
+                                          "cpu_us_per_job_off": 800.0, "cpu_paired_ratio_median": 1.04})
     tracing = Figure("worker.1x10.tracing", "ojs_worker 1 × concurrency 10, metrics + tracing on", "jobs/s",
                      300.0, floor=400.0, detail={"paired_ratio_median": 0.74})
     unobserved = Figure("worker.2x10", "ojs_worker 2 × concurrency 10", "jobs/s", 700.0)
     header, _rule, row = observability_table([off, unobserved, metrics, tracing]).splitlines()
     assert header.split()[:3] == ["ojs_worker", "(jobs/s)", "off"]
-    assert row.split() == ["1", "×", "concurrency", "10", "400", "390", "0.97×", "0.97×", "+5", "%",
-                           "300", "0.75×", "0.74×", "–", "–", "–", "–", "–"]
+    assert row.split() == ["1", "×", "concurrency", "10", "400", "800", "390", "0.97×", "0.97×", "840", "1.05×", "1.04×",
+                           "300", "0.75×", "0.74×", "–", "–", "–", *["–"] * 6]

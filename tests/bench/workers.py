@@ -164,5 +164,9 @@ def observed(processes: int, concurrency: int, mode: str, samples: list[float], 
         peer_note="no counterpart", targets=(Target("floor", ">=", KEPT),), samples=samples, floor_samples=off,
         # Round by round (each on-run beside the off-run of its round): steadier than medians apart.
         detail={"paired_ratio_median": median([on / base for on, base in zip(samples, off)]),
-                **({"cpu_us_per_job": median(cpu), "cpu_us_per_job_off": median(cpu_off)} if cpu and cpu_off else {})},
+                **({"cpu_us_per_job": median(cpu), "cpu_us_per_job_off": median(cpu_off),
+                    "cpu_ratio_off": median(cpu) / median(cpu_off)} if cpu and cpu_off else {}),
+                # Each round's CPU beside its own off-run's, when every run of both read /proc.
+                **({"cpu_paired_ratio_median": median([on / base for on, base in zip(cpu, cpu_off)])}
+                   if cpu and len(cpu) == len(cpu_off) == len(samples) else {})},
     )

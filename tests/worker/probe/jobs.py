@@ -55,6 +55,17 @@ def collect(ctx: JobContext, value: object) -> dict:
     return {"value": value, "seen": ctx.parent_results}
 
 
+@django_ojs.job("probe.trace_context")
+def trace_context(ctx: JobContext) -> dict:
+    """The span current while the handler runs, as its own spans and calls would see it (tests/worker/test_tracing.py)."""
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    context = span.get_span_context()
+    return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}",
+            "sampled": context.trace_flags.sampled, "recording": span.is_recording()}
+
+
 # -- async def handlers (tests/worker/test_async_handlers.py) -------------------------
 
 
