@@ -182,7 +182,8 @@ class Runtime:
 
     def run(self) -> int:
         """Run until shut down; return the exit status (0: every held job was handed back)."""
-        self._start()
+        if not self._start():
+            return 0
         try:
             while not self._finished_draining():
                 self._turn()
@@ -190,10 +191,15 @@ class Runtime:
             status = self._stop()
         return status
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
+        """Register and start every part; False: told to stop before it could register."""
         chain = execution_chain()
         chain.freeze()
-        self._register(
+        # The handlers first: a SIGTERM that arrives while the worker registers (or waits for
+        # the database to register) is then a graceful stop, never death by the signal.
+        self._previous_signals = signals.install(self._on_signal)
+        signals.warn_if_signals_may_not_arrive()
+        registered = self._register(
             WorkerInfo(
                 hostname=socket.gethostname(),
                 pid=os.getpid(),
@@ -203,8 +209,11 @@ class Runtime:
                 started_at=timezone.now(),
             ),
         )
-        self._previous_signals = signals.install(self._on_signal)
-        signals.warn_if_signals_may_not_arrive()
+        if not registered:
+            signals.restore(self._previous_signals)
+            self._waker.close()
+            logger.info("worker %s stopped before it could register: it held nothing", self.id)
+            return False
         if ojs_settings.METRICS:
             from ..metrics import flush_observations
 
@@ -239,26 +248,27 @@ class Runtime:
                 "with --queue for each", ", ".join(self.config.queues),
                 ", ".join(f"{job_type} -> {queue}" for job_type, queue in unserved.items()),
             )
+        return True
 
-    def _register(self, info: WorkerInfo) -> None:
-        """Register, waiting for the database while it is unreachable.
+    def _register(self, info: WorkerInfo) -> bool:
+        """Register, waiting for the database while it is unreachable; False if told to stop first.
 
-        Before the signal handlers are installed: SIGTERM or SIGINT ends the
-        wait, and the process, with nothing held.
+        A SIGTERM or SIGINT during the wait ends it: the worker holds nothing yet.
         """
         from ..models import Worker
 
-        while True:
+        while not self._stop_signals:
             try:
                 Worker.objects.register(self.id, info)
             except DatabaseError as exc:
                 if not self._outage.failed(exc):
                     raise
                 close_old_connections()
-                time.sleep(DB_RETRY_DELAY)
+                self._waker.wait(DB_RETRY_DELAY)  # the signal handler wakes it
             else:
                 self._outage.succeeded()
-                return
+                return True
+        return False
 
     def _stop(self) -> int:
         from ..models import Worker

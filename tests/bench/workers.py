@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 
+from django_ojs.models import Worker
+
 from . import floor, peer, store
 from .plan import Run
 from .report import Figure, Target, median, median_or_none
@@ -75,6 +77,12 @@ def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu:
     workers = [Process.manage(context.stage, "ojs_worker", "--concurrency", str(concurrency), **env)
                for _ in range(processes)]
     with started(workers):
+        # Each worker must have registered before it may be stopped: with few jobs one worker
+        # can work them all while the other is still importing Django, where SIGTERM kills it
+        # (-15). Registered, its signal handlers are in place.
+        pids = {worker.pid for worker in workers}
+        wait_for(lambda: set(Worker.objects.filter(pid__in=pids).values_list("pid", flat=True)) == pids,
+                 _deadline(0), "every worker to register", workers, interval=0.05)
         # The workers' CPU is read once they are under way (a job completed) and at the end, so
         # the CPU per job is their running cost: start-up (imports, checks, registering) is
         # not, and the metrics and tracing libraries take longer to import than to use.

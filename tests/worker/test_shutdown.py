@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -125,3 +127,15 @@ def test_the_worker_shuts_down_gracefully_as_pid_1(processes):
     job.refresh_from_db()
     assert job.state == "completed"
     assert not Worker.objects.exists()
+
+
+def test_sigterm_while_waiting_for_the_database_to_register_is_a_clean_stop(processes):
+    """A deployment may stop a worker that never reached the database: exit 0, not death by the signal."""
+    with socket.socket() as probe:  # a port nothing listens on: the database is unreachable
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = processes("ojs_worker", env={"DATABASE_URL": f"postgres://postgres@127.0.0.1:{port}/nowhere"})
+    process.wait_for_output(r"worker: database unavailable")
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0, process.output
+    assert re.search(r"worker \S+ stopped before it could register: it held nothing", process.output)
