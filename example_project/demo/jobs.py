@@ -14,6 +14,14 @@ def noop(ctx: JobContext) -> None:
     """Does nothing: the benchmark's job."""
 
 
+@django_ojs.job("demo.spin")
+def spin(ctx: JobContext, ms: float = 1.0) -> None:
+    """Uses ``ms`` milliseconds of its thread's CPU: the benchmark's job with work in it (--job-cpu-ms)."""
+    until = time.thread_time() + ms / 1000
+    while time.thread_time() < until:
+        pass
+
+
 @django_ojs.job("demo.greet", queue="default")
 def greet(ctx: JobContext, name: str = "world") -> dict:
     """Succeeds at once with a result."""

@@ -35,6 +35,9 @@ class Run:
     # --observability: the worker section also runs each shape with metrics on,
     # and with metrics and tracing on, interleaved with its runs off.
     observability: bool = False
+    # --job-cpu-ms: the worker section's jobs use this much CPU each (demo.spin) instead of
+    # none (demo.noop); the floor and the peer, whose jobs do nothing, are then not run.
+    job_cpu_ms: float = 0.0
 
     @property
     def dsn(self) -> str:

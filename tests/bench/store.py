@@ -22,7 +22,8 @@ def reset() -> None:
     reset_store()
 
 
-def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP, roots: bool = False) -> None:
+def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP, args: list | None = None,
+         roots: bool = False) -> None:
     """Add ``count`` available jobs of ``job_type`` to ``queue``, then refresh the planner's statistics.
 
     The jobs are copies of one, so with tracing on they share its producer
@@ -31,7 +32,7 @@ def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP, roots: bool = 
     """
     import django_ojs
 
-    template = django_ojs.enqueue(job_type, [], queue=queue)
+    template = django_ojs.enqueue(job_type, args or [], queue=queue)
     if roots:
         Job.objects.filter(seq=template.seq).update(meta={})
     if count > 1:

@@ -64,6 +64,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="their cost: the worker section runs each shape off, with metrics on, and with "
                              "metrics and tracing on (an OTel SDK exporting to nowhere), interleaved, and "
                              "reports each against off; the other sections run with both on")
+    parser.add_argument("--job-cpu-ms", type=float, default=0.0, metavar="MS",
+                        help="the worker section's jobs each use MS of CPU (default 0: no-op jobs); with "
+                             "--observability, what metrics and tracing cost jobs that do some work")
     parser.add_argument("--no-peer", action="store_true", help="run without pgqueuer (the table says so)")
     parser.add_argument("--server", default=os.environ.get("DATABASE_URL", DEFAULT_SERVER),
                         help="a PostgreSQL URL naming the server (default: $DATABASE_URL, else %(default)s)")
@@ -71,6 +74,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(options.only) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown section(s): {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
+    if options.job_cpu_ms < 0:
+        parser.error("--job-cpu-ms must be 0 or more")
     if not options.no_peer and peer.available() is None:
         parser.error("pgqueuer is not installed: pip install -e '.[bench]', or pass --no-peer")
     return options
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         with bench_database(options.server) as stage:
             run = Run(stage, sizes, peer=peer_version is not None,
                       peer_note="not run (--no-peer)" if peer_version is None else "",
-                      observability=options.observability)
+                      observability=options.observability, job_cpu_ms=options.job_cpu_ms)
             if run.peer:
                 peer.install(stage.dsn)
             described = describe_run(sizes, peer_version)

@@ -76,3 +76,21 @@ def test_the_level4_costs_still_run():
     for name in ("plain push", "unique push (new key)", "unique push (duplicate, ignore)",
                  "plain fetch", "rate-limited fetch (concurrency + window)"):
         assert name in result.stdout, result.stdout
+
+
+def test_jobs_with_work_use_the_cpu_they_are_given_and_have_no_floor_or_peer(tmp_path):
+    """--job-cpu-ms: the worker section's jobs spin that long (demo.spin), so a process works at most 1/ms of them a second."""
+    out = tmp_path / "figures.jsonl"
+    command = [sys.executable, "-m", "tests.bench.suite", "--quick", "--only", "worker", "--no-peer", "--jobs", "100",
+               "--job-cpu-ms", "5", "--server", database_url(), "--json", str(out)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    _, *lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {line["figure"] for line in lines} == {"worker.1x10", "worker.2x10", "worker.1x50", "worker.2x50"}
+    for figure in lines:
+        processes = int(figure["figure"].split(".")[1].split("x")[0])
+        # Python holds the GIL while it spins: 5 ms of CPU a job is at most 200 jobs/s per process.
+        assert 0 < figure["ours"] <= 200 * processes * 1.05, figure
+        assert ", jobs of 5 ms CPU" in figure["name"], figure
+        assert figure["floor"] is None and figure["pgqueuer"] is None and figure["targets"] == [], figure

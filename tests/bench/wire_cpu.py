@@ -143,7 +143,10 @@ def main() -> None:
 
         profile = cProfile.Profile(time.process_time)
         profile.runcall(modes[options.profile])
-        pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(int(os.environ.get("LINES", "60")))
+        stats = pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative"))
+        stats.print_stats(int(os.environ.get("LINES", "60")))
+        if os.environ.get("CALLEES"):  # e.g. CALLEES=fastpush.py:60 -- what one function spends its time in
+            stats.print_callees(os.environ["CALLEES"])
         return
     results: dict[str, list[float]] = {name: [] for name in chosen}
     for _ in range(options.rounds):

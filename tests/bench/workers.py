@@ -50,6 +50,7 @@ MODE_NAMES = {"metrics": "metrics on", "tracing": "metrics + tracing on",
 KEPT = 0.95  # the throughput observability must keep (issue 12: ≤ 5 % cost)
 FLOOR_PROCESSES = 2
 PEER_CONSUMERS, PEER_BATCH = 5, 10
+SPIN = "demo.spin"  # example_project.demo: uses the CPU it is told to (--job-cpu-ms)
 
 
 def _deadline(jobs: int) -> float:
@@ -72,7 +73,8 @@ def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu:
     jobs = context.sizes.jobs
     store.reset()
     # Sampled: jobs enqueued without a sampled producer span, so the ratio sampler decides for each.
-    store.fill(jobs, roots=mode == "sampled")
+    work = {"job_type": SPIN, "args": [context.job_cpu_ms]} if context.job_cpu_ms else {}
+    store.fill(jobs, roots=mode == "sampled", **work)
     env = MODES[mode] if context.observability else {}
     workers = [Process.manage(context.stage, "ojs_worker", "--concurrency", str(concurrency), **env)
                for _ in range(processes)]
@@ -135,30 +137,36 @@ def run(context: Run) -> list[Figure]:
         for shape in SHAPES:
             for mode in modes[round_ % len(modes):] + modes[:round_ % len(modes)]:
                 rates[(*shape, mode)].append(ours(context, *shape, mode, cpus[(*shape, mode)]))
+        if context.job_cpu_ms:
+            continue  # the floor's and the peer's jobs do nothing: no counterpart to jobs with work
         floors.append(raw(context))
         if context.peer:
             peers.append(theirs(context))
+    work = f", jobs of {context.job_cpu_ms:g} ms CPU" if context.job_cpu_ms else ""
     figures = []
     for processes, concurrency in SHAPES:
         samples = rates[(processes, concurrency, "off")]
-        targets = (Target("peer", ">=", 1.0), Target("floor", ">=", 0.6)) if (processes, concurrency) == (2, 10) else ()
+        noop = not context.job_cpu_ms
+        targets = ((Target("peer", ">=", 1.0), Target("floor", ">=", 0.6))
+                   if (processes, concurrency) == (2, 10) and noop else ())
         figures.append(Figure(
-            f"worker.{processes}x{concurrency}", f"ojs_worker {processes} × concurrency {concurrency}", "jobs/s",
-            median(samples), floor=median(floors),
-            floor_name=f"raw SQL: {FLOOR_PROCESSES} processes, claim 10 per UPDATE … SKIP LOCKED",
-            peer=median_or_none(peers), peer_note=context.peer_note, targets=targets, samples=samples,
-            floor_samples=floors, peer_samples=peers,
-            detail={"jobs": context.sizes.jobs, "peer": f"pgqueuer {PEER_CONSUMERS} consumers × batch {PEER_BATCH}"},
+            f"worker.{processes}x{concurrency}", f"ojs_worker {processes} × concurrency {concurrency}{work}",
+            "jobs/s", median(samples), floor=median_or_none(floors),
+            floor_name=f"raw SQL: {FLOOR_PROCESSES} processes, claim 10 per UPDATE … SKIP LOCKED" if floors else "",
+            peer=median_or_none(peers), peer_note=context.peer_note if noop else "no counterpart (jobs with work)",
+            targets=targets, samples=samples, floor_samples=floors, peer_samples=peers,
+            detail={"jobs": context.sizes.jobs, "job_cpu_ms": context.job_cpu_ms,
+                    "peer": f"pgqueuer {PEER_CONSUMERS} consumers × batch {PEER_BATCH}"},
         ))
     for mode in modes[1:]:
         figures += [observed(processes, concurrency, mode, rates[(processes, concurrency, mode)],
                              rates[(processes, concurrency, "off")], cpus[(processes, concurrency, mode)],
-                             cpus[(processes, concurrency, "off")]) for processes, concurrency in SHAPES]
+                             cpus[(processes, concurrency, "off")], work) for processes, concurrency in SHAPES]
     return figures
 
 
 def observed(processes: int, concurrency: int, mode: str, samples: list[float], off: list[float],
-             cpu: list[float], cpu_off: list[float]) -> Figure:
+             cpu: list[float], cpu_off: list[float], work: str = "") -> Figure:
     """A shape with observability on, against the same shape off in the same rounds.
 
     Beside throughput, the workers' CPU per job (once under way): on a
@@ -167,7 +175,7 @@ def observed(processes: int, concurrency: int, mode: str, samples: list[float], 
     """
     return Figure(
         f"worker.{processes}x{concurrency}.{mode}",
-        f"ojs_worker {processes} × concurrency {concurrency}, {MODE_NAMES[mode]}", "jobs/s",
+        f"ojs_worker {processes} × concurrency {concurrency}{work}, {MODE_NAMES[mode]}", "jobs/s",
         median(samples), floor=median(off), floor_name="the same shape, metrics and tracing off, interleaved",
         peer_note="no counterpart", targets=(Target("floor", ">=", KEPT),), samples=samples, floor_samples=off,
         # Round by round (each on-run beside the off-run of its round): steadier than medians apart.
