@@ -72,8 +72,8 @@ def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu:
     """jobs/s; ``cpu`` gets the workers' CPU per job in µs once under way, where /proc tells."""
     jobs = context.sizes.jobs
     store.reset()
-    # Sampled: jobs enqueued without a sampled producer span, so the ratio sampler decides for each.
     work = {"job_type": SPIN, "args": [context.job_cpu_ms]} if context.job_cpu_ms else {}
+    # Sampled: jobs enqueued without a sampled producer span, so the ratio sampler decides for each.
     store.fill(jobs, roots=mode == "sampled", **work)
     env = MODES[mode] if context.observability else {}
     workers = [Process.manage(context.stage, "ojs_worker", "--concurrency", str(concurrency), **env)
