@@ -126,7 +126,7 @@ COUNTING = _Counting()
 
 
 # Executions observed in the worker's handler threads, written to the histograms
-# by its loop once per turn (``flush_observations``): a deque, safe to append to
+# by its loop at most once a second (``flush_observations``): a deque, safe to append to
 # from any thread and to empty from another.
 _observed: collections.deque[tuple[Any, float]] = collections.deque()
 
@@ -138,8 +138,8 @@ _execution_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 def observe_execution(job: Any, state: str, seconds: float) -> None:
     """One finished execution in the worker: its duration and how long it waited first.
 
-    Held until the worker's loop calls ``flush_observations`` (each turn, and
-    at exit): a histogram observation costs several locked writes to the
+    Held until the worker's loop calls ``flush_observations`` (once a second,
+    and at exit): a histogram observation costs several locked writes to the
     multiprocess files, per observation; a turn's worth of them mostly fall in
     one bucket, and is written as one increment of that bucket and the sum.
     """

@@ -135,7 +135,7 @@ def main() -> None:
                 if number % size != 0:
                     continue
                 if metrics:
-                    metrics_module.flush_observations()  # as the worker's loop does once per turn
+                    metrics_module.flush_observations()  # per batch: more often than the worker's loop (1/s)
                 # The jobs' two committed events each, as the fast statements hand them on:
                 # whole rows to receivers, (queue, type) pairs to the counters otherwise.
                 if signals.wanted():

@@ -66,7 +66,11 @@ def test_a_scrape_counts_what_real_workers_did(worker, reaper, monkeypatch, tmp_
         wait_until(finished, PATIENCE, "every job finished")
         samples = wait_until(
             lambda: (s := scrape(wire)) and value(s, "ojs_job_completed_total", queue="metrics", type="probe.noop") == 6
-            and value(s, "ojs_job_failed_total", queue="metrics", type="probe.explode") == 3 and s,
+            and value(s, "ojs_job_failed_total", queue="metrics", type="probe.explode") == 3
+            # The workers write their histograms once a second (METRICS_FLUSH_INTERVAL).
+            and value(s, "ojs_job_duration_seconds_count", queue="metrics", type="probe.noop", state="completed") == 6
+            and value(s, "ojs_job_duration_seconds_count", queue="metrics", type="probe.explode", state="failed") == 4
+            and s,
             PATIENCE, "the workers' completions in the scrape",
         )
     noop = {"queue": "metrics", "type": "probe.noop"}
