@@ -76,6 +76,9 @@ class JobSpec:
     queue: str = "default"
     meta: dict[str, Any] = field(default_factory=dict)
     id: uuid.UUID | None = None
+    # The id was made here (``enqueue``'s UUIDv7), not given by the caller: no other job can
+    # have it, so a PUSH neither looks for it nor takes a savepoint in case it is taken.
+    id_made_here: bool = False
     priority: int = 0
     retry: RetryPolicy = DEFAULT_POLICY
     timeout: dt.timedelta | None = None  # None: the configured default

@@ -73,7 +73,7 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]]) -> list[Job | None]:
     # Fixed before the middleware run: they see it and may not change it (§3.5).
     unnamed = [spec for spec in specs if spec.id is None]
     for spec, job_id in zip(unnamed, new_ids(len(unnamed)), strict=True):
-        spec.id = job_id
+        spec.id, spec.id_made_here = job_id, True
     return traced_push(specs, lambda: _push(specs))
 
 

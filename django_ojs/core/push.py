@@ -34,7 +34,8 @@ class PushMixin:
         Inside a caller's ``transaction.atomic()`` the jobs commit or roll back
         with the caller's own rows (transactional enqueue).
         """
-        ids = [spec.id for spec in specs if spec.id is not None]
+        # Ids a caller chose may be taken already; those made by ``enqueue`` cannot be.
+        ids = [spec.id for spec in specs if spec.id is not None and not spec.id_made_here]
         if len(ids) != len(set(ids)):
             raise Duplicate("the batch contains the same job id twice")
         if events.fast_paths_ok() and fastpush.all_plain(specs):
@@ -67,12 +68,15 @@ class PushMixin:
         """Plain jobs (``fastpush.all_plain``) in one statement.
 
         Outside a transaction that statement is the whole PUSH, atomic on
-        its own: no BEGIN, no COMMIT. Inside the caller's transaction a
-        savepoint keeps that transaction usable when an id is taken.
+        its own: no BEGIN, no COMMIT. Inside the caller's transaction, when
+        the caller chose an id (``ids``), a savepoint keeps that transaction
+        usable if the id is taken. ``enqueue``'s own ids cannot be, so the
+        commonest case, a view enqueueing a job in its transaction, is one
+        round trip, not three (SAVEPOINT, the statement, RELEASE).
         """
         # No clock read: the statement sets created_at and enqueued_at itself.
         try:
-            with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            with transaction.atomic() if ids and connection.in_atomic_block else nullcontext():
                 _register_queues({spec.queue for spec in specs})
                 return fastpush.insert(self, specs)
         except IntegrityError as exc:

@@ -87,6 +87,28 @@ def test_a_taken_id_inside_a_transaction_leaves_it_usable(spec):
     assert Job.objects.count() == 2
 
 
+def test_enqueue_in_the_callers_transaction_is_one_statement_and_commits_with_it():
+    """A view enqueueing a job in its transaction: enqueue made the id, so nothing can have
+    it and no savepoint guards the statement (three round trips were one)."""
+    import django_ojs
+
+    django_ojs.enqueue("fast.view", [0], queue="fast")  # the queue's row, once per process
+    with transaction.atomic():
+        sql = statements(lambda: django_ojs.enqueue("fast.view", [1], queue="fast"))
+        assert len(sql) == 1 and sql[0].startswith("WITH inserted AS (INSERT"), sql
+        with pytest.raises(RuntimeError), transaction.atomic():
+            django_ojs.enqueue("fast.view", [2], queue="fast")
+            raise RuntimeError("the caller's inner block fails")
+    assert sorted(job.args for job in Job.objects.filter(type="fast.view")) == [[0], [1]]
+
+
+def test_a_chosen_id_in_the_callers_transaction_is_still_guarded_by_a_savepoint(spec):
+    Job.objects.push(spec())  # the queue's row, once per process
+    with transaction.atomic():
+        sql = statements(lambda: Job.objects.push(spec(id="01900000-0000-7000-8000-0000000000aa")))
+    assert [statement.split()[0] for statement in sql] == ["SAVEPOINT", "WITH", "RELEASE"], sql
+
+
 def test_jobs_that_need_deciding_take_the_stepwise_push(spec):
     assert fastpush.is_plain(spec())
     assert not fastpush.is_plain(spec(options={"scheduled_at": "2999-01-01T00:00:00Z"}))
