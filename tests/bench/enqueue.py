@@ -4,6 +4,9 @@
   in batches of 1,000; peer: pgqueuer's ``enqueue`` with lists of 1,000.
 - single: ``django_ojs.enqueue`` per job, each its own transaction; floor:
   one autocommit ``INSERT`` per job; peer: pgqueuer's ``enqueue`` per job.
+- single in a transaction: the same, each inside a ``transaction.atomic()``
+  of its own, as a view that enqueues a job with its own writes; floor:
+  BEGIN, ``INSERT``, COMMIT; peer: pgqueuer's ``enqueue`` in a transaction.
 
 jobs/s by the wall clock of the enqueuing process; each system starts from
 an empty table.
@@ -11,7 +14,11 @@ an empty table.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
+
+from django.db import transaction
 
 import django_ojs
 
@@ -20,6 +27,7 @@ from .plan import Run
 from .report import Figure, Target, median, median_or_none
 
 BATCH = 1000
+KINDS = ("bulk", "single", "single_tx")
 
 
 def ours_bulk(count: int) -> float:
@@ -29,21 +37,26 @@ def ours_bulk(count: int) -> float:
     return time.perf_counter() - began
 
 
-def ours_single(count: int) -> float:
+def ours_single(count: int, in_transaction: bool = False) -> float:
     began = time.perf_counter()
     for _ in range(count):
-        django_ojs.enqueue(store.NOOP, [])
+        with transaction.atomic() if in_transaction else contextlib.nullcontext():
+            django_ojs.enqueue(store.NOOP, [])
     return time.perf_counter() - began
 
 
 def run(context: Run) -> list[Figure]:
     bulk, single = context.sizes.jobs, context.sizes.single
     rates: dict[str, list[float]] = {name: [] for name in
-                                     ("bulk", "bulk_floor", "bulk_peer", "single", "single_floor", "single_peer")}
+                                     (f"{kind}{of}" for kind in KINDS for of in ("", "_floor", "_peer"))}
+    in_transaction = {"in_transaction": True}
     for _ in range(context.sizes.repeat):
         for kind, count, ours, raw, theirs in (
             ("bulk", bulk, ours_bulk, floor.enqueue_bulk, peer.enqueue_bulk),
             ("single", single, ours_single, floor.enqueue_single, peer.enqueue_single),
+            ("single_tx", single, functools.partial(ours_single, **in_transaction),
+             functools.partial(floor.enqueue_single, **in_transaction),
+             functools.partial(peer.enqueue_single, **in_transaction)),
         ):
             store.reset()
             rates[kind].append(count / ours(count))
@@ -67,5 +80,13 @@ def run(context: Run) -> list[Figure]:
             peer=median_or_none(rates["single_peer"]), peer_note=context.peer_note,
             targets=(Target("peer", ">=", 1.0),), samples=rates["single"], floor_samples=rates["single_floor"],
             peer_samples=rates["single_peer"], detail={"jobs": single},
+        ),
+        Figure(
+            "enqueue.single_tx", "single enqueue in the caller's transaction, Python (atomic + enqueue)", "jobs/s",
+            median(rates["single_tx"]),
+            floor=median(rates["single_tx_floor"]), floor_name="raw SQL: BEGIN, one INSERT, COMMIT per job",
+            peer=median_or_none(rates["single_tx_peer"]), peer_note=context.peer_note,
+            samples=rates["single_tx"], floor_samples=rates["single_tx_floor"],
+            peer_samples=rates["single_tx_peer"], detail={"jobs": single},
         ),
     ]

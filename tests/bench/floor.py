@@ -14,6 +14,7 @@ needs, and a log table that gets a row per transition, as our events do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 import uuid
@@ -90,15 +91,17 @@ def enqueue_bulk(dsn: str, count: int, batch: int = 1000) -> float:
         return time.perf_counter() - began
 
 
-def enqueue_single(dsn: str, count: int) -> float:
-    """Seconds to INSERT ``count`` jobs one by one, each committed on its own (autocommit)."""
+def enqueue_single(dsn: str, count: int, in_transaction: bool = False) -> float:
+    """Seconds to INSERT ``count`` jobs one by one, each committed on its own (autocommit, or
+    ``in_transaction``: BEGIN, INSERT, COMMIT, as a view's transaction)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         began = time.perf_counter()
         for _ in range(count):
-            conn.execute(
-                "INSERT INTO bench_raw_job (id, type, queue, args, state) VALUES (%s, %s, %s, %s, %s)",
-                (uuid.uuid4(), "demo.noop", "default", "[]", "available"),
-            )
+            with conn.transaction() if in_transaction else contextlib.nullcontext():
+                conn.execute(
+                    "INSERT INTO bench_raw_job (id, type, queue, args, state) VALUES (%s, %s, %s, %s, %s)",
+                    (uuid.uuid4(), "demo.noop", "default", "[]", "available"),
+                )
         return time.perf_counter() - began
 
 

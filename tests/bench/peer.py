@@ -79,13 +79,18 @@ def enqueue_bulk(dsn: str, count: int, batch: int = 1000) -> float:
     return _run(dsn, body)
 
 
-def enqueue_single(dsn: str, count: int) -> float:
-    """Seconds to enqueue ``count`` jobs, one call (one autocommit statement) each."""
+def enqueue_single(dsn: str, count: int, in_transaction: bool = False) -> float:
+    """Seconds to enqueue ``count`` jobs, one call (one autocommit statement) each, or each
+    call in a transaction of its own on the same connection (``in_transaction``)."""
 
     async def body(conn: Any, queries: Any) -> float:
         began = time.perf_counter()
         for _ in range(count):
-            await queries.enqueue(ENTRYPOINT, None)
+            if in_transaction:
+                async with conn.transaction():
+                    await queries.enqueue(ENTRYPOINT, None)
+            else:
+                await queries.enqueue(ENTRYPOINT, None)
         return time.perf_counter() - began
 
     return _run(dsn, body)

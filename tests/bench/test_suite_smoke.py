@@ -22,7 +22,7 @@ from .stage import ROOT
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 FIGURES = {
-    "enqueue.bulk", "enqueue.single",
+    "enqueue.bulk", "enqueue.single", "enqueue.single_tx",
     "worker.1x10", "worker.2x10", "worker.1x50", "worker.2x50",
     *(f"http.{name}.{kind}" for name in ("bare", "health", "push", "batch", "worker_loop") for kind in ("rate", "cpu")),
 }
