@@ -177,7 +177,8 @@ def test_every_screen(page, live_server):
 
     page.goto(f"{live_server.url}/admin/")
     page.click("a:text-is('Overview')")
-    assert page.locator("svg.ojs-chart").is_visible()
+    # The click returns before the overview has loaded: wait for the chart (is_visible() does not).
+    page.locator("svg.ojs-chart").wait_for(state="visible")
     assert page.locator(".ojs-card-completed .ojs-card-count").inner_text() == "1"
     screenshot(page, "07-overview")
 
