@@ -17,7 +17,9 @@ from django_ojs.core.outcome import Lease, Settlement
 from django_ojs.failure import Failure
 from django_ojs.models import Job, Worker
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("queue_settings_cached"),
+]
 
 
 class Tally:

@@ -20,7 +20,10 @@ from django_ojs.models import Event, Job, Worker
 from django_ojs.workflows import parse
 from tests.helpers import reload
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("queue_settings_cached"),
+]
+
 
 # What differs between two pushes of one spec: identity and the clock.
 _PER_PUSH = {"seq", "id", "created_at", "enqueued_at"}
