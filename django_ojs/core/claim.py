@@ -29,7 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, Value, When
 
 from ..states import JobState, Move, target
-from . import events, fastclaim, limits, prepared, queue_config
+from . import events, fastclaim, fastturn, limits, prepared, queue_config
 from .clock import TxNow
 from .outcome import Settlement, Verdict, expire_rows
 from .workers import hold_claimant
@@ -81,7 +81,23 @@ class ClaimMixin:
         (``settle_many``), then new jobs with SKIP LOCKED. The worker's row
         is held by the first statement that locks: the batch's lock, or the
         claim when there is no batch (no statement of its own).
+
+        On PostgreSQL, outside a caller's transaction, the common turn is one
+        statement (``core/fastturn.py``): a batch of completions, a plain
+        queue. A claim with no batch is FETCH's (one statement too).
         """
+        if not connection.in_atomic_block:
+            if not settlements:
+                return [], self.fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+            if fastturn.applies(worker_id, settlements):
+                # The claim too when its queue is one statement's (else after, on its own).
+                at_once = count if len(queues) == 1 and _plain_queue(queues[0]) else 0
+                turn = fastturn.turn(self, worker_id, settlements, queues[0], at_once)
+                if turn.settled:
+                    jobs = turn.jobs
+                    if count and (not at_once or not turn.claim_plain):
+                        jobs = self.fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+                    return [Verdict.COMPLETED] * len(settlements), jobs
         with transaction.atomic():
             claiming = count > 0
             verdicts = self.settle_many(settlements, holding=worker_id if claiming else None)

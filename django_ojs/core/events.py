@@ -135,7 +135,8 @@ _RETURNED = ", ".join(EVENT_COLUMNS)
 
 
 def logged_cte(
-    source: str, *, kind: str, time: str, data: str, with_duration: bool = False, listening: bool
+    source: str, *, kind: str, time: str, data: str, with_duration: bool = False, listening: bool,
+    name: str = "logged",
 ) -> str:
     """``, logged AS (...)``: the events of a one-statement path, one per job row of ``source``.
 
@@ -143,7 +144,7 @@ def logged_cte(
     ``SELECT`` with the store off) only when a receiver is ``listening``, so
     nobody listening costs nothing; ``""`` when neither. The final SELECT
     then reads them with ``event_columns``/``event_join``. Arguments as
-    ``insert_job_events``'.
+    ``insert_job_events``'; ``name``: the CTE's, for a statement that logs twice.
     """
     if ojs_settings.EVENTS:
         sql = insert_job_events(source, kind=kind, time=time, data=data, with_duration=with_duration)
@@ -153,7 +154,7 @@ def logged_cte(
         sql = _job_events_select(source, kind, time, data, with_duration, seq="NULL::bigint AS seq, ")
     else:
         return ""
-    return f", logged AS ({sql})"
+    return f", {name} AS ({sql})"
 
 
 def event_columns() -> str:

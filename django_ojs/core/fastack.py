@@ -40,8 +40,7 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease, *, steps: bool = T
         "id": manager.model._meta.get_field("id").to_python(job_id),
         "sources": sorted(state.value for state in sources(Move.ACK)),
         "completed": target(Move.ACK).value,
-        # SQL NULL for no result, as the JSONField stores None.
-        "result": json.dumps(result) if result is not None else None,
+        "result": jsonb_param(result),
         "worker": lease.worker_id,
         "attempt": lease.attempt,
     }
@@ -78,7 +77,12 @@ def ack(manager: Any, job_id: Any, result: Any, lease: Lease, *, steps: bool = T
 
 
 # The states an ACK or FAIL may leave; lock_settled checks them after the lock.
-_ACK_SOURCES = frozenset(state.value for state in sources(Move.ACK))
+ACK_SOURCES = frozenset(state.value for state in sources(Move.ACK))
+
+
+def jsonb_param(value: Any) -> str | None:
+    """A result as the parameter of a ``jsonb`` column: SQL NULL for none, as the JSONField stores None."""
+    return json.dumps(value) if value is not None else None
 
 
 def lock_settled(manager: Any, job_ids: Sequence[str], *, holding: str | None = None) -> tuple[bool, list[tuple]]:
@@ -137,7 +141,7 @@ def lock_settled(manager: Any, job_ids: Sequence[str], *, holding: str | None = 
         alive = rows[0][-1]
         rows = [row[:-1] for row in rows if row[0] is not None]
     # Without the state column: the shape the ORM query gives settle_many.
-    return alive, [row[:-1] for row in rows if row[-1] in _ACK_SOURCES]
+    return alive, [row[:-1] for row in rows if row[-1] in ACK_SOURCES]
 
 
 def complete_rows(
@@ -165,7 +169,7 @@ def complete_rows(
         "completed": target(Move.ACK).value,
         "now": now,
         "seqs": list(seqs),
-        "results": [json.dumps(result) if result is not None else None for result in results],
+        "results": [jsonb_param(result) for result in results],
     }
     with prepared.cursor(connection) as cursor:
         cursor.execute(sql, params)

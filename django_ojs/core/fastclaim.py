@@ -21,6 +21,9 @@ claimant (it must be revived first), a candidate with a rate key or past its
 locked by this transaction, and SKIP LOCKED does not skip one's own locks,
 so the stepwise path sees the same rows in the same order. A queue with a
 rate or concurrency limit never comes here (the caller checks).
+
+The worker's turn (``core/fastturn.py``) claims with the same CTEs
+(``claiming_ctes``), gated on its batch of completions instead.
 """
 
 from __future__ import annotations
@@ -52,38 +55,54 @@ def claim(
     manager: Any, queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None, *, hold: bool
 ) -> Outcome:
     """Claim up to ``count`` plain jobs of ``queue``; ``hold``: lock the worker's row first."""
-    from ..models import Job, Queue, Worker
+    from ..models import Job
 
-    job_table, worker_table = Job._meta.db_table, Worker._meta.db_table
     hold = hold and worker_id is not None
-    params: dict[str, Any] = {
-        "queue": queue,
-        "available": JobState.AVAILABLE.value,
-        "active": target(Move.CLAIM).value,
-        "count": count,
-        "worker": worker_id,
-        "lease": visibility_timeout,
-        "kind": "job.started",
-        "data": json.dumps({"worker_id": worker_id}),
-    }
-    claimant = (
-        f"claimant AS (SELECT declared_dead_at IS NULL AS alive FROM {worker_table} "
-        "WHERE id = %(worker)s FOR KEY SHARE), "
-        if hold
-        else "claimant AS (SELECT true AS alive WHERE false), "
-    )
     listening = signals.wanted()
+    dead = "EXISTS (SELECT 1 FROM claimant WHERE NOT alive)"
+    sql = (
+        f"WITH {claimant_cte() if hold else 'claimant AS (SELECT true AS alive WHERE false)'}, "
+        f"{claiming_ctes(gate=f'NOT {dead}', listening=listening)} "
+        f"SELECT NOT {dead} AS claim_alive, v.plain AS claim_plain, {prepared.columns(Job, 'c')}"
+    )
+    rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
+    sql += f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of
+    rows = raw_loaded(manager, sql, claim_params(queue, count, worker_id, visibility_timeout))
+    outcome = Outcome(claimed_jobs(rows, listening), rows[0].claim_alive, rows[0].claim_plain)
+    for job in rows:
+        del job.claim_alive, job.claim_plain
+    return outcome
+
+
+def claimant_cte() -> str:
+    """``claimant``: the worker's row held ``FOR KEY SHARE`` (as ``hold_claimant``), and whether it is alive."""
+    from ..models import Worker
+
+    return (
+        f"claimant AS MATERIALIZED (SELECT declared_dead_at IS NULL AS alive FROM {Worker._meta.db_table} "
+        "WHERE id = %(worker)s FOR KEY SHARE)"
+    )
+
+
+def claiming_ctes(*, gate: str, listening: bool) -> str:
+    """The claim as CTEs -- ``candidates``, ``verdict`` (``plain``), ``claimed``, and its events --
+    for a statement that holds the claimant already; ``gate``: SQL that must be true to claim
+    (checked once, before the scan). Parameters: ``claim_params``.
+    """
+    from ..models import Job, Queue
+
+    job_table = Job._meta.db_table
     logged = events.logged_cte("claimed j", kind="%(kind)s", time="CURRENT_TIMESTAMP", data="%(data)s",
                                listening=listening)
-    sql = (
-        f"WITH {claimant}"
-        "candidates AS ("
+    return (
+        "candidates AS MATERIALIZED ("
         f" SELECT seq, rate_key, expires_at FROM {job_table}"
-        " WHERE state = %(available)s AND queue = %(queue)s"
+        # The state as a literal: PostgreSQL proves the partial index of available jobs usable from it.
+        f" WHERE state = '{JobState.AVAILABLE.value}' AND queue = %(queue)s"
         f" AND NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} WHERE name = %(queue)s AND paused)"
-        " AND NOT EXISTS (SELECT 1 FROM claimant WHERE NOT alive)"
+        f" AND {gate}"
         " ORDER BY priority DESC, seq LIMIT %(count)s FOR UPDATE SKIP LOCKED), "
-        "verdict AS (SELECT NOT EXISTS (SELECT 1 FROM claimant WHERE NOT alive) AS alive,"
+        "verdict AS (SELECT"
         " coalesce(bool_and(rate_key IS NULL AND (expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)), true)"
         " AS plain FROM candidates), "
         f"claimed AS (UPDATE {job_table} j SET state = %(active)s, attempt = j.attempt + 1,"
@@ -91,21 +110,31 @@ def claim(
         " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
         " FROM candidates c WHERE j.seq = c.seq AND (SELECT plain FROM verdict) RETURNING j.*)"
-        f"{logged} "
-        f"SELECT v.alive AS claim_alive, v.plain AS claim_plain, {prepared.columns(Job, 'c')}"
+        f"{logged}"
     )
-    rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
-    sql += f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of
-    rows = raw_loaded(manager, sql, params)
+
+
+def claim_params(
+    queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None
+) -> dict[str, Any]:
+    return {
+        "queue": queue,
+        "active": target(Move.CLAIM).value,
+        "count": count,
+        "worker": worker_id,
+        "lease": visibility_timeout,
+        "kind": "job.started",
+        "data": json.dumps({"worker_id": worker_id}),
+    }
+
+
+def claimed_jobs(rows: list[Job], listening: bool) -> list[Job]:
+    """The jobs a statement with ``claiming_ctes`` returned (a row of NULLs is none), in claim order;
+    their ``job.started`` events handed on after the caller's commit (at once for a statement on its own)."""
     if listening:
-        # After the caller's commit (at once for the statement on its own).
         events.send_returned([events.events_of(job) for job in rows])
     else:
         signals.count_after_commit("job.started", [(job.queue, job.type) for job in rows if job.seq is not None])
     # Sorted here, not in SQL: a sort node of a few rows, but the plan guard
     # (tests/core/test_query_plans.py) rightly allows none in a claim.
-    jobs = sorted((job for job in rows if job.seq is not None), key=lambda job: (-job.priority, job.seq))
-    outcome = Outcome(jobs, rows[0].claim_alive, rows[0].claim_plain)
-    for job in rows:
-        del job.claim_alive, job.claim_plain
-    return outcome
+    return sorted((job for job in rows if job.seq is not None), key=lambda job: (-job.priority, job.seq))

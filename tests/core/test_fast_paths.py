@@ -16,6 +16,7 @@ from django_ojs.core import workflows as store
 from django_ojs.core.outcome import Lease
 from django_ojs.durations import to_millis
 from django_ojs.errors import Duplicate, InvalidTransition
+from django_ojs.failure import Failure
 from django_ojs.models import Event, Job, Worker
 from django_ojs.workflows import parse
 from tests.helpers import reload
@@ -199,28 +200,139 @@ def test_a_workflow_steps_ack_moves_its_workflow_in_the_same_transaction(db):
     assert Event.objects.filter(job_id=step.id, type="job.completed").count() == 1
 
 
-def test_a_worker_turn_is_one_transaction_of_three_statements(push):
-    """Lock the worker's row and then the finished jobs (and see which are workflow steps: an index
-    probe inside that statement), complete them with their events, claim anew."""
+def _running(push, queue: str, count: int, *, more: int = 0, worker: str = "w1"):
+    Worker.objects.register(worker)
+    for n in range(count + more):
+        push(args=[n], options={"queue": queue})
+    return Job.objects.fetch([queue], count=count, worker_id=worker)
+
+
+def _finished(running, *, worker: str = "w1"):
     from django_ojs.core.outcome import Settlement
 
-    Worker.objects.register("w1")
-    for n in range(5):
-        push(args=[n], options={"queue": "turns"})
-    running = Job.objects.fetch(["turns"], count=3, worker_id="w1")
-    settlements = [Settlement(job.id, Lease("w1", 1), result=n) for n, job in enumerate(running)]
-    with CaptureQueriesContext(connection) as queries:
-        verdicts, claimed = Job.objects.settle_and_fetch("w1", settlements, ["turns"], 2)
-    sql = [q["sql"] for q in queries.captured_queries]
-    assert sql[0] == "BEGIN" and sql[-1] == "COMMIT" and len(sql) == 5, sql
-    assert sum("django_ojs_workflownode" in statement for statement in sql) == 1, sql
-    lock = sql[1]
-    assert "django_ojs_workflownode" in lock and "FOR UPDATE" in lock, sql
-    # The worker's row first (DESIGN invariant 11), in the same statement.
-    assert "FOR KEY SHARE" in lock and lock.index("FOR KEY SHARE") < lock.index("FOR UPDATE"), lock
-    assert len(verdicts) == 3 and len(claimed) == 2
+    return [Settlement(job.id, Lease(worker, job.attempt), result=n) for n, job in enumerate(running)]
+
+
+def test_a_worker_turn_is_one_statement(push):
+    """Hold the worker's row, then lock the finished jobs (and see which are workflow steps), complete
+    them with their events, claim anew: one statement, a transaction of its own (core/fastturn.py)."""
+    running = _running(push, "turns", 3, more=2)
+    sql = statements(lambda: done.append(Job.objects.settle_and_fetch("w1", _finished(running), ["turns"], 2)))
+    [(verdicts, claimed)] = done
+    assert len(sql) == 1, sql
+    [turn] = sql
+    # DESIGN invariant 11: the worker's row, then the batch (waiting, in seq order), then new jobs (skipping).
+    assert turn.index("FOR KEY SHARE") < turn.index("ORDER BY j.seq FOR UPDATE") < turn.index("SKIP LOCKED"), turn
+    assert "django_ojs_workflownode" in turn
+    assert [verdict.value for verdict in verdicts] == ["completed"] * 3 and len(claimed) == 2
     assert [reload(job).result for job in running] == [0, 1, 2]
     assert Event.objects.filter(type="job.completed").count() == 3
+    assert {(job.state, job.worker_id, job.attempt) for job in map(reload, claimed)} == {("active", "w1", 1)}
+
+
+done: list = []
+
+
+@pytest.fixture(autouse=True)
+def _forget_turns():
+    done.clear()
+
+
+def test_the_one_statement_turn_writes_what_the_stepwise_turn_writes(push, monkeypatch):
+    from django_ojs.core import fastturn
+
+    def turn_on(queue: str):
+        running = _running(push, queue, 2, more=1)
+        verdicts, claimed = Job.objects.settle_and_fetch("w1", _finished(running), [queue], 1)
+        return running, verdicts, claimed
+
+    fast = turn_on("fast-turn")
+    monkeypatch.setattr(fastturn, "applies", lambda worker_id, settlements: False)
+    stepwise = turn_on("slow-turn")
+    assert fast[1] == stepwise[1]
+    differ = _PER_PUSH | {"queue", "started_at", "completed_at", "finished_at", "lease_expires_at", "deadline_at"}
+    pairs = [(mine, theirs, ("job.started", "job.completed")) for mine, theirs in zip(fast[0], stepwise[0])]
+    pairs += [(mine, theirs, ("job.started",)) for mine, theirs in zip(fast[2], stepwise[2], strict=True)]
+    for mine, theirs, kinds in pairs:
+        row, twin = reload(mine), reload(theirs)
+        assert {k: v for k, v in stored(row).items() if k not in differ} == {
+            k: v for k, v in stored(twin).items() if k not in differ}
+        for kind in kinds:
+            events = [(e.data, e.time) for e in Event.objects.filter(job_id=row.id, type=kind)]
+            twins = [e.data for e in Event.objects.filter(job_id=twin.id, type=kind)]
+            same = {"queue": "q", "job_id": "j", "duration_ms": 0}  # what differs between the two runs
+            assert [data | same for data, _ in events] == [data | same for data in twins]
+            assert len(events) == 1
+            if kind == "job.completed":
+                assert events[0][1] == row.completed_at
+                assert events[0][0]["duration_ms"] == to_millis(row.completed_at - row.started_at)
+
+
+def test_a_refused_attempt_leaves_the_whole_turn_to_the_stepwise_path(push):
+    """The statement writes nothing unless it can write all: the stepwise turn then decides row by row."""
+    from django_ojs.core.outcome import Settlement
+
+    running = _running(push, "refused", 2, more=1)
+    batch = [Settlement(running[0].id, Lease("w1", 1), result="ok"), Settlement(running[1].id, Lease("w1", 2))]
+    sql = statements(lambda: done.append(Job.objects.settle_and_fetch("w1", batch, ["refused"], 1)))
+    [(verdicts, claimed)] = done
+    assert sql[0].startswith("WITH claimant") and "BEGIN" in sql[1:], sql
+    assert [verdict.value for verdict in verdicts] == ["completed", "refused"] and len(claimed) == 1
+    assert (reload(running[0]).state, reload(running[1]).state) == ("completed", "active")
+    assert Event.objects.filter(type="job.completed").count() == 1
+
+
+def test_a_failure_in_the_batch_takes_the_stepwise_turn_at_once(push):
+    from django_ojs.core.outcome import Settlement
+
+    running = _running(push, "failing", 2)
+    batch = [Settlement(running[0].id, Lease("w1", 1)),
+             Settlement(running[1].id, Lease("w1", 1), failure=Failure(type="Boom", message="no"))]
+    sql = statements(lambda: done.append(Job.objects.settle_and_fetch("w1", batch, ["failing"], 1)))
+    assert sql[0] == "BEGIN", sql
+    assert [verdict.value for verdict in done[0][0]] == ["completed", "failed"]
+
+
+def test_a_workflow_step_in_the_batch_moves_its_workflow_through_the_stepwise_turn(db):
+    from django_ojs.core.outcome import Settlement
+
+    workflow = store.create(parse({"type": "chain", "name": "two", "steps": [
+        {"type": "a", "args": [], "options": {"queue": "step-turn"}},
+        {"type": "b", "args": [], "options": {"queue": "step-turn"}}]}, max_jobs=10, job_options=store.job_options()))
+    Worker.objects.register("w1")
+    [step] = Job.objects.fetch(["step-turn"], worker_id="w1")
+    verdicts, claimed = Job.objects.settle_and_fetch("w1", [Settlement(step.id, Lease("w1", 1), result=1)],
+                                                      ["step-turn"], 1)
+    assert [verdict.value for verdict in verdicts] == ["completed"]
+    [second] = claimed
+    assert (second.type, second.extra["workflow_id"]) == ("b", str(workflow.id))
+    assert Event.objects.filter(job_id=step.id, type="job.completed").count() == 1
+
+
+def test_a_candidate_that_needs_deciding_is_claimed_stepwise_after_the_turn_wrote_its_batch(push):
+    running = _running(push, "keyed-turn", 2)
+    keyed = push(options={"queue": "keyed-turn", "priority": 9, "rate_limit": {"key": "k", "concurrency": 5}})
+    sql = statements(lambda: done.append(Job.objects.settle_and_fetch("w1", _finished(running), ["keyed-turn"], 1)))
+    [(verdicts, claimed)] = done
+    assert sql[0].startswith("WITH claimant") and "BEGIN" not in sql[:1], sql
+    assert [verdict.value for verdict in verdicts] == ["completed"] * 2
+    assert [job.id for job in claimed] == [keyed.id]
+    assert Event.objects.filter(type="job.completed").count() == 2
+
+
+def test_a_turn_that_claims_nothing_is_its_batch_alone(push):
+    running = _running(push, "quiet-turn", 2, more=1)
+    sql = statements(lambda: done.append(Job.objects.settle_and_fetch("w1", _finished(running), ["quiet-turn"], 0)))
+    assert len(sql) == 1 and done[0][1] == [], sql
+    assert Job.objects.filter(queue="quiet-turn", state="available").count() == 1
+
+
+def test_a_worker_of_several_queues_writes_its_batch_then_claims_from_each(push):
+    running = _running(push, "first-q", 2)
+    waiting = push(options={"queue": "second-q"})
+    verdicts, claimed = Job.objects.settle_and_fetch("w1", _finished(running), ["first-q", "second-q"], 1)
+    assert [verdict.value for verdict in verdicts] == ["completed"] * 2
+    assert [job.id for job in claimed] == [waiting.id]
 
 
 def test_a_worker_turn_with_nothing_to_write_is_its_claim_alone(push):
@@ -229,7 +341,7 @@ def test_a_worker_turn_with_nothing_to_write_is_its_claim_alone(push):
     with CaptureQueriesContext(connection) as queries:
         verdicts, claimed = Job.objects.settle_and_fetch("w1", [], ["turns"], 2)
     sql = [q["sql"] for q in queries.captured_queries]
-    assert len(sql) == 3 and "FOR KEY SHARE" in sql[1] and "SKIP LOCKED" in sql[1], sql
+    assert len(sql) == 1 and "FOR KEY SHARE" in sql[0] and "SKIP LOCKED" in sql[0], sql
     assert verdicts == [] and len(claimed) == 1
 
 
