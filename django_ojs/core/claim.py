@@ -237,10 +237,12 @@ def _queues_with_work(names: list[str]) -> list[str]:
 
     sql = (
         "SELECT q.name FROM unnest(%s::text[]) WITH ORDINALITY AS q(name, position) "
-        f"WHERE EXISTS (SELECT 1 FROM {Job._meta.db_table} j WHERE j.state = %s AND j.queue = q.name) "
+        # The state as a literal: a generic plan (core/prepared.py) proves ojs_job_available usable from it.
+        f"WHERE EXISTS (SELECT 1 FROM {Job._meta.db_table} j WHERE j.state = '{JobState.AVAILABLE.value}'"
+        " AND j.queue = q.name) "
         f"AND NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} p WHERE p.name = q.name AND p.paused) "
         "ORDER BY q.position"
     )
     with prepared.cursor(connection) as cursor:
-        cursor.execute(sql, [names, JobState.AVAILABLE.value])
+        cursor.execute(sql, [names])
         return [row[0] for row in cursor.fetchall()]

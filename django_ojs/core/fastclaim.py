@@ -109,7 +109,7 @@ def claiming_ctes(*, gate: str, listening: bool) -> str:
         " started_at = CURRENT_TIMESTAMP, worker_id = %(worker)s,"
         " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
-        " FROM candidates c WHERE j.seq = c.seq AND (SELECT plain FROM verdict) RETURNING j.*)"
+        " WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND (SELECT plain FROM verdict) RETURNING j.*)"
         f"{logged}"
     )
 

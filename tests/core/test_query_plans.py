@@ -150,6 +150,76 @@ def test_the_worker_turn_locks_by_id_when_the_statistics_predate_the_work():
     assert Job.objects.filter(id__in=ids, state="completed").count() == 10
 
 
+# --- The prepared statements' generic plans (core/prepared.py: planned once per session, for any values).
+
+
+def generic_plan(marker: str) -> str:
+    """The plan the session's prepared statement containing ``marker`` runs with, for any parameters."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+        cursor.execute(
+            "SELECT name, cardinality(parameter_types), generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s", [f"%{marker}%"],
+        )
+        [(name, parameters, generic, custom)] = cursor.fetchall()
+        assert generic > 0 and custom == 0, (generic, custom)
+        cursor.execute(f"EXPLAIN EXECUTE {name}({', '.join(['NULL'] * parameters)})")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def stale_backlog() -> None:
+    """A backlog enqueued and analysed, then mostly worked with no ANALYZE since: every partial
+    index of states but the available one looks empty to the planner."""
+    fill("available", BACKLOG)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Job._meta.db_table} SET state = 'completed', finished_at = now() "
+                       f"WHERE seq IN (SELECT seq FROM {Job._meta.db_table} ORDER BY seq LIMIT {BACKLOG // 2})")
+
+
+KEYED = (f"{Job._meta.db_table}_id_key", f"{Job._meta.db_table}_pkey")
+STATE_INDEXES = ("ojs_job_queue_state", "ojs_job_owner", "ojs_job_lease", "ojs_job_finished")
+
+
+def test_the_worker_turn_plans_once_and_reads_every_row_by_its_key(push):
+    from django_ojs.core.outcome import Lease, Settlement
+    from django_ojs.models import Worker
+
+    stale_backlog()
+    Worker.objects.register("w1")
+    for _ in range(3):
+        running = Job.objects.fetch(["plans"], count=10, worker_id="w1")
+        Job.objects.settle_and_fetch("w1", [Settlement(job.id, Lease("w1", job.attempt)) for job in running],
+                                     ["plans"], 10)
+    plan = generic_plan("locked AS MATERIALIZED")
+    assert "ojs_job_available" in plan and all(index in plan for index in KEYED), plan
+    assert not any(index in plan for index in STATE_INDEXES), plan
+    assert "Seq Scan on django_ojs_job" not in plan and "Sort Key: django_ojs_job" not in plan, plan
+
+
+def test_fetch_and_ack_plan_once_on_their_indexes(push):
+    from django_ojs.core.outcome import Lease
+
+    stale_backlog()
+    for _ in range(2):
+        [job] = Job.objects.fetch(["plans"], count=1, worker_id="w1")
+        Job.objects.ack(job.id, lease=Lease("w1", 1))
+    claim = generic_plan("candidates AS MATERIALIZED")
+    assert "ojs_job_available" in claim and f"{Job._meta.db_table}_pkey" in claim, claim
+    assert "Seq Scan on django_ojs_job" not in claim and "Sort" not in claim, claim
+    ack = generic_plan("WITH acked AS")
+    assert f"{Job._meta.db_table}_id_key" in ack and not any(index in ack for index in STATE_INDEXES), ack
+
+
+def test_the_probe_of_other_queues_plans_once_on_the_available_index(push):
+    stale_backlog()
+    Job.objects.fetch(["plans"], count=1)  # the session's first prepared statement outside a transaction
+    for _ in range(2):
+        Job.objects.fetch(["empty-1", "empty-2", "plans"], count=1)
+    plan = generic_plan("WITH ORDINALITY")
+    assert "ojs_job_available" in plan and "Seq Scan on django_ojs_job" not in plan, plan
+
+
 # --- The event table's readers, each on its index (migration 0012 dropped the one on time).
 
 
