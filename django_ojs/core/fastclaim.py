@@ -29,11 +29,13 @@ The worker's turn (``core/fastturn.py``) claims with the same CTEs
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import signals
+from ..conf import ojs_settings
 from ..states import JobState, Move, target
 from . import events, prepared
 from .loaded import raw_loaded
@@ -55,10 +57,20 @@ def claim(
     manager: Any, queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None, *, hold: bool
 ) -> Outcome:
     """Claim up to ``count`` plain jobs of ``queue``; ``hold``: lock the worker's row first."""
+    listening = signals.wanted()
+    sql = _statement(hold and worker_id is not None, listening, ojs_settings.EVENTS)
+    rows = raw_loaded(manager, sql, claim_params(queue, count, worker_id, visibility_timeout))
+    outcome = Outcome(claimed_jobs(rows, listening), rows[0].claim_alive, rows[0].claim_plain)
+    for job in rows:
+        del job.claim_alive, job.claim_plain
+    return outcome
+
+
+@functools.lru_cache(maxsize=8)
+def _statement(hold: bool, listening: bool, events_on: bool) -> str:
+    """The claim's text for these cases (``events_on``: ``OJS["EVENTS"]``), built once."""
     from ..models import Job
 
-    hold = hold and worker_id is not None
-    listening = signals.wanted()
     dead = "EXISTS (SELECT 1 FROM claimant WHERE NOT alive)"
     sql = (
         f"WITH {claimant_cte() if hold else 'claimant AS (SELECT true AS alive WHERE false)'}, "
@@ -66,12 +78,7 @@ def claim(
         f"SELECT NOT {dead} AS claim_alive, v.plain AS claim_plain, {prepared.columns(Job, 'c')}"
     )
     rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
-    sql += f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of
-    rows = raw_loaded(manager, sql, claim_params(queue, count, worker_id, visibility_timeout))
-    outcome = Outcome(claimed_jobs(rows, listening), rows[0].claim_alive, rows[0].claim_plain)
-    for job in rows:
-        del job.claim_alive, job.claim_plain
-    return outcome
+    return sql + (f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of)
 
 
 def claimant_cte() -> str:

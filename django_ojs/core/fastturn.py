@@ -34,11 +34,13 @@ claim undone: the caller claims stepwise after.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import signals
+from ..conf import ojs_settings
 from ..states import Move, target
 from . import events, fastack, fastclaim, prepared
 from .loaded import raw_loaded
@@ -75,8 +77,34 @@ def turn(manager: Any, worker_id: str, settlements: Sequence[Settlement], queue:
     For a batch ``applies`` accepts; ``queue`` without rate or concurrency
     limits (or ``count`` 0); outside any transaction (the statement is one).
     """
-    from ..models import Job, WorkflowNode
     from .workflows import PENDING
+
+    sql = _statement(ojs_settings.EVENTS)
+    params = {
+        **fastclaim.claim_params(queue, count, worker_id, None),
+        "pending": PENDING,
+        "ids": [str(s.job_id) for s in settlements],
+        "attempts": [s.lease.attempt for s in settlements],
+        "results": [fastack.jsonb_param(s.result) for s in settlements],
+        "completed": target(Move.ACK).value,
+        "settleable": sorted(fastack.ACK_SOURCES),
+    }
+    rows = raw_loaded(manager, sql, params)
+    first = rows[0]
+    settled, claim_plain = bool(first.turn_settled), bool(first.claim_plain)
+    if settled:
+        signals.count_after_commit("job.completed", list(zip(first.done_queues or [], first.done_types or [])))
+    for job in rows:
+        del job.turn_settled, job.claim_plain, job.done_queues, job.done_types
+    jobs = fastclaim.claimed_jobs(rows, listening=False)
+    return Turn(settled, jobs, claim_plain)
+
+
+@functools.lru_cache(maxsize=2)
+def _statement(events_on: bool) -> str:
+    """The turn's text; it depends on nothing else (``events_on``: ``OJS["EVENTS"]``, which the
+    logged CTEs read), so it is built once, not on every turn."""
+    from ..models import Job, WorkflowNode
 
     job_table = Job._meta.db_table
     # The same payload complete_rows logs: duration_ms since the attempt started.
@@ -84,7 +112,7 @@ def turn(manager: Any, worker_id: str, settlements: Sequence[Settlement], queue:
         "done j", kind="'job.completed'", time="CURRENT_TIMESTAMP", data="'{}'", with_duration=True,
         listening=False, name="logged_done",
     )
-    sql = (
+    return (
         f"WITH {fastclaim.claimant_cte()}, "
         "locked AS MATERIALIZED (SELECT j.seq, j.id, j.state, j.attempt, j.worker_id,"
         f" EXISTS (SELECT 1 FROM {WorkflowNode._meta.db_table} n WHERE n.job_seq = j.seq AND n.state = %(pending)s)"
@@ -107,21 +135,3 @@ def turn(manager: Any, worker_id: str, settlements: Sequence[Settlement], queue:
         " (SELECT array_agg(queue) FROM done) AS done_queues, (SELECT array_agg(type) FROM done) AS done_types,"
         f" {prepared.columns(Job, 'c')} FROM settlement t CROSS JOIN verdict v LEFT JOIN claimed c ON true"
     )
-    params = {
-        **fastclaim.claim_params(queue, count, worker_id, None),
-        "pending": PENDING,
-        "ids": [str(s.job_id) for s in settlements],
-        "attempts": [s.lease.attempt for s in settlements],
-        "results": [fastack.jsonb_param(s.result) for s in settlements],
-        "completed": target(Move.ACK).value,
-        "settleable": sorted(fastack.ACK_SOURCES),
-    }
-    rows = raw_loaded(manager, sql, params)
-    first = rows[0]
-    settled, claim_plain = bool(first.turn_settled), bool(first.claim_plain)
-    if settled:
-        signals.count_after_commit("job.completed", list(zip(first.done_queues or [], first.done_types or [])))
-    for job in rows:
-        del job.turn_settled, job.claim_plain, job.done_queues, job.done_types
-    jobs = fastclaim.claimed_jobs(rows, listening=False)
-    return Turn(settled, jobs, claim_plain)

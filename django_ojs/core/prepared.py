@@ -24,6 +24,8 @@ documentation asks for behind such a pooler; ``True``/``False`` decide.
 
 from __future__ import annotations
 
+import functools
+import re
 import weakref
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -135,7 +137,7 @@ class _Kinds:
 
     def __init__(self) -> None:
         import psycopg
-        from django.db.backends.postgresql.base import ServerBindingCursor
+        from django.db.backends.postgresql.base import CursorMixin
         from django.db.backends.postgresql.psycopg_any import register_tzloader
         from psycopg.pq import Format
 
@@ -143,17 +145,27 @@ class _Kinds:
         # psycopg's default (C where psycopg[binary] or [c] is installed), before Django's override.
         self.native_tzloader = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
         self.register_tzloader: Any = register_tzloader
-        base: Any = ServerBindingCursor  # psycopg's Cursor with Django's mixin
+        # psycopg's cursor for queries already in PostgreSQL's own $n form, with Django's mixin.
+        base: Any = type("RawServerBindingCursor", (CursorMixin, psycopg.RawCursor), {})
 
         class PreparingCursor(base):
-            """Django's server-binding cursor whose ``execute`` always prepares."""
+            """Django's server-binding cursor whose ``execute`` always prepares.
+
+            It takes psycopg's placeholders (``%s``, ``%(name)s``) and hands
+            PostgreSQL the statement in its own ``$n`` form, converted once
+            per text (``native``): psycopg converts on every execution any
+            statement over 4,096 characters, as the worker's turn is (a tenth
+            of its loop's time in py-spy).
+            """
 
             # Set by ``cursor()`` when Django logs this connection's queries.
             logged = False
 
             def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any) -> Any:
+                text, keys = native(query)
+                values = [params[key] for key in keys] if params else params
                 try:
-                    return super().execute(query, params, prepare=True, **kwargs)
+                    return super().execute(text, values, prepare=True, **kwargs)
                 finally:
                     if self.logged:
                         # Django's debug cursor (DEBUG, connection.queries, tests'
@@ -164,6 +176,30 @@ class _Kinds:
                         self._query = SimpleNamespace(query=text.encode())
 
         self.cursor: Any = PreparingCursor
+
+
+# A placeholder psycopg knows -- %s, %(name)s -- or an escaped percent sign.
+_PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?s|%%")
+
+
+@functools.lru_cache(maxsize=256)  # the hot statements' few fixed texts
+def native(query: str) -> tuple[str, tuple[Any, ...]]:
+    """``query`` with PostgreSQL's ``$n`` placeholders, and the key of each ``$n``'s value in the
+    caller's parameters: its name for ``%(name)s`` (one ``$n`` however often it is named), its
+    position for ``%s``."""
+    keys: list[Any] = []
+    positions: dict[Any, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        key = match.group(1) if match.group(1) is not None else sum(isinstance(k, int) for k in keys)
+        if key not in positions:
+            keys.append(key)
+            positions[key] = len(keys)
+        return f"${positions[key]}"
+
+    return _PLACEHOLDER.sub(number, query), tuple(keys)
 
 
 def _kinds() -> _Kinds | None:
