@@ -52,7 +52,8 @@ def cursor(connection: Any) -> Any:
         # keeps the automatic one off (Django's own cursors bind on the
         # client and never prepare) and lets ours through.
         session.prepare_threshold = _NEVER_BY_COUNT
-    if session not in _generic and session.autocommit and not session.info.transaction_status:
+    if (ojs_settings.PREPARED_STATEMENTS is None and session not in _generic and session.autocommit
+            and not session.info.transaction_status):
         _plan_once(session)
     kind = _kinds()
     assert kind is not None  # enabled() said psycopg 3
@@ -92,6 +93,13 @@ def _plan_once(session: Any) -> None:
     session's, and only this app's statements are prepared on it: Django binds
     its own on the client. Set in autocommit, outside any transaction, so a
     rollback cannot undo it; the first cursor made outside one sets it.
+
+    Only with ``OJS["PREPARED_STATEMENTS"]`` left to decide (``None``): no
+    transaction pooler is there (Django's ``DISABLE_SERVER_SIDE_CURSORS`` is
+    not set). ``True`` is also the setting for PgBouncer 1.21+ in transaction
+    mode, where a session setting would stay on whichever server connection
+    ran it, for other clients' statements; there it is left to the operator
+    (``ALTER ROLE ... SET plan_cache_mode``, docs/how-to/pgbouncer.md).
     """
     session.execute("SET plan_cache_mode = force_generic_plan")
     _generic.add(session)

@@ -74,6 +74,37 @@ def test_nothing_is_prepared_where_a_pooler_is_declared(spec, fresh_session, mon
     assert prepared_statements() == []
 
 
+def plan_cache_mode() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize(("setting", "mode"), [(None, "force_generic_plan"), (True, "auto")],
+                         ids=["decided-here", "PREPARED_STATEMENTS-True"])
+def test_the_session_plans_prepared_statements_once_unless_a_pooler_may_share_it(
+        spec, fresh_session, settings, setting, mode):
+    """Left to decide, no transaction pooler is declared: the session plans each prepared statement
+    once (core/prepared._plan_once). ``True`` is also PgBouncer 1.21+'s setting, whose server
+    connections other clients share: no session setting is changed there."""
+    with override_settings(OJS={**getattr(settings, "OJS", {}), "PREPARED_STATEMENTS": setting}):
+        completed = every_hot_path(spec)
+        assert [job.state for job in completed] == ["completed", "completed"]
+        assert prepared_statements() and plan_cache_mode() == mode
+
+
+def test_a_session_first_used_inside_a_transaction_plans_once_from_its_first_statement_outside(
+        spec, fresh_session):
+    from django.db import transaction
+
+    with transaction.atomic():
+        Job.objects.push(spec(options={"queue": "prep"}, args=["inside"]))
+        assert prepared_statements()
+    assert plan_cache_mode() == "auto"  # a rollback could have undone it: not set inside
+    Job.objects.push(spec(options={"queue": "prep"}, args=["outside"]))
+    assert plan_cache_mode() == "force_generic_plan"
+
+
 def test_prepared_statements_hold_when_another_process_adds_a_column_to_the_job_table(spec, fresh_session):
     every_hot_path(spec)
     assert prepared_statements()
