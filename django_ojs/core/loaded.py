@@ -8,9 +8,11 @@ to those signals, filling ``__dict__`` at once gives the same instance.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
+from django.db.models import JSONField
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
@@ -108,8 +110,34 @@ def _plan(model: Any, names: tuple[str, ...], connection: Any) -> list[tuple[str
                 continue
             column = field.get_col(model._meta.db_table)
             converters = [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
+            converters = [_json_column if _plain_json(field, convert) else convert for convert in converters]
             if converters:
                 plan.append((name, column, converters))
         if len(_plans) < 256:  # the fast paths' statements: a handful of column lists
             _plans[key] = plan
     return plan
+
+
+def _plain_json(field: Any, convert: Any) -> bool:
+    """Is ``convert`` a ``JSONField``'s own ``from_db_value`` with the standard decoder?"""
+    return isinstance(field, JSONField) and field.decoder is None and getattr(convert, "__func__", None) is (
+        JSONField.from_db_value
+    )
+
+
+# A claimed job carries half a dozen JSON columns, most of them empty (args, meta, tags, extra...).
+_EMPTY_JSON = {"{}": dict, "[]": list}
+
+
+def _json_column(value: Any, expression: Any, connection: Any) -> Any:
+    """``JSONField.from_db_value`` for a column read whole: the same values, an empty
+    object or array without the decoder (a fresh one each time: they are mutable)."""
+    if value is None or not isinstance(value, str):
+        return value
+    empty = _EMPTY_JSON.get(value)
+    if empty is not None:
+        return empty()
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
