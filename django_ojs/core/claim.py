@@ -22,10 +22,11 @@ claimant, a rate-keyed or an expired candidate.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Case, Exists, F, Value, When
 
 from ..states import JobState, Move, target
@@ -36,6 +37,8 @@ from .workers import hold_claimant
 
 if TYPE_CHECKING:
     from ..models import Job
+
+logger = logging.getLogger("django_ojs.worker")  # settle_and_fetch is the in-process worker's turn
 
 
 class ClaimMixin:
@@ -96,7 +99,7 @@ class ClaimMixin:
                 if turn.settled:
                     jobs = turn.jobs
                     if count and (not at_once or not turn.claim_plain):
-                        jobs = self.fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+                        jobs = self._claim_after_written_batch(queues, count, worker_id, limit_report)
                     return [Verdict.COMPLETED] * len(settlements), jobs
         with transaction.atomic():
             claiming = count > 0
@@ -104,6 +107,22 @@ class ClaimMixin:
             held = claiming and bool(settlements)
             jobs = self._claim(queues, count, worker_id, None, limit_report, hold=not held) if claiming else []
         return verdicts, jobs
+
+    def _claim_after_written_batch(
+        self, queues: Sequence[str], count: int, worker_id: str, limit_report: limits.LimitReport | None
+    ) -> list[Job]:
+        """The claim that follows a batch its own statement wrote and committed.
+
+        A database error here must not reach the worker as the turn's: it
+        would write the batch again next turn, and be refused, as if the jobs
+        had been taken away. The batch stands; nothing is claimed; the next
+        turn claims (and meets the outage, if it is one).
+        """
+        try:
+            return self.fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+        except DatabaseError as exc:
+            logger.warning("claim after a written batch failed (%s); the next turn claims", exc)
+            return []
 
     def _claim(
         self,

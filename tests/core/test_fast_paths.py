@@ -320,6 +320,24 @@ def test_a_candidate_that_needs_deciding_is_claimed_stepwise_after_the_turn_wrot
     assert Event.objects.filter(type="job.completed").count() == 2
 
 
+def test_a_failed_claim_after_the_written_batch_leaves_the_batch_written(push, monkeypatch, caplog):
+    """The batch's statement committed: a database error in the claim after it is not the turn's
+    (the worker would write the batch again, and be refused, as if the jobs were taken away)."""
+    from django.db import OperationalError
+
+    running = _running(push, "claim-fails", 2)
+    push(options={"queue": "claim-fails", "rate_limit": {"key": "k", "concurrency": 5}})
+
+    def unreachable(*args, **kwargs):
+        raise OperationalError("the server closed the connection")
+
+    monkeypatch.setattr(type(Job.objects), "fetch", unreachable)
+    verdicts, claimed = Job.objects.settle_and_fetch("w1", _finished(running), ["claim-fails"], 1)
+    assert [verdict.value for verdict in verdicts] == ["completed"] * 2 and claimed == []
+    assert {reload(job).state for job in running} == {"completed"}
+    assert "claim after a written batch failed" in caplog.text
+
+
 def test_a_turn_that_claims_nothing_is_its_batch_alone(push):
     running = _running(push, "quiet-turn", 2, more=1)
     sql = statements(lambda: done.append(Job.objects.settle_and_fetch("w1", _finished(running), ["quiet-turn"], 0)))
