@@ -108,18 +108,21 @@ def test_a_unique_push_finds_the_holder_through_the_unique_index():
     assert "Seq Scan" not in plan, plan
 
 
-def test_the_worker_turn_locks_its_finished_jobs_by_id_not_by_owner():
-    """settle_many's lock reads the unique index on ``id``: never the owner's partial index,
-    whose dead entries (every job the worker finished since the last vacuum) it would walk."""
+def settling_lock_plan(ids: list, *, attempt: int) -> str:
+    """The plan of settle_many's lock (the stepwise turn's, with its state check) for these jobs of w1."""
     from django_ojs.core.outcome import Lease, Settlement
     from django_ojs.models import Worker
 
-    fill("active", BACKLOG, worker_id="'w1'", started_at="now()", lease_expires_at="now() + interval '1 hour'")
     Worker.objects.register("w1")
-    ids = list(Job.objects.filter(queue="plans").values_list("id", flat=True)[:10])
-    statement = captured(
-        lambda: Job.objects.settle_many([Settlement(job_id, Lease("w1", 0)) for job_id in ids]), "FOR UPDATE")
-    plan = plan_of(statement)
+    batch = [Settlement(job_id, Lease("w1", attempt)) for job_id in ids]
+    return plan_of(captured(lambda: Job.objects.settle_many(batch), "FOR UPDATE"))
+
+
+def test_the_worker_turn_locks_its_finished_jobs_by_id_not_by_owner():
+    """settle_many's lock reads the unique index on ``id``: never the owner's partial index,
+    whose dead entries (every job the worker finished since the last vacuum) it would walk."""
+    fill("active", BACKLOG, worker_id="'w1'", started_at="now()", lease_expires_at="now() + interval '1 hour'")
+    plan = settling_lock_plan(list(Job.objects.filter(queue="plans").values_list("id", flat=True)[:10]), attempt=0)
     assert f"{Job._meta.db_table}_id_key" in plan, plan
     assert "ojs_job_owner" not in plan and f"Seq Scan on {Job._meta.db_table}" not in plan, plan
 
@@ -130,20 +133,14 @@ def test_the_worker_turn_locks_by_id_when_the_statistics_predate_the_work():
     use looks empty. The lock must still probe ``id``'s unique index; with a state
     condition in its WHERE clause it walked ``ojs_job_queue_state`` -- every finished
     job -- on every turn (2.3 ms for 10 jobs at ten thousand, growing with the table)."""
-    from django_ojs.core.outcome import Lease, Settlement
-    from django_ojs.models import Worker
-
     fill("available", BACKLOG)  # analysed: all available
     with connection.cursor() as cursor:  # then worked, with no ANALYZE since
         cursor.execute(f"UPDATE {Job._meta.db_table} SET state = 'completed', finished_at = now() "
                        f"WHERE seq IN (SELECT seq FROM {Job._meta.db_table} ORDER BY seq LIMIT {BACKLOG - 100})")
         cursor.execute(f"UPDATE {Job._meta.db_table} SET state = 'active', worker_id = 'w1', attempt = 1, "
                        "started_at = now(), lease_expires_at = now() + interval '1 hour' WHERE state = 'available'")
-    Worker.objects.register("w1")
     ids = list(Job.objects.filter(state="active").values_list("id", flat=True)[:10])
-    statement = captured(
-        lambda: Job.objects.settle_many([Settlement(job_id, Lease("w1", 1)) for job_id in ids]), "FOR UPDATE")
-    plan = plan_of(statement)
+    plan = settling_lock_plan(ids, attempt=1)
     assert f"{Job._meta.db_table}_id_key" in plan, plan
     for partial in ("ojs_job_queue_state", "ojs_job_owner", "ojs_job_lease"):
         assert partial not in plan, plan
