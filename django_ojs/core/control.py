@@ -148,14 +148,24 @@ class ControlMixin:
         }
 
     def _move(self, job_id: Any, move: Move, *, missing: str = "job", **changes: Any) -> Job:
+        """One job's ``move``, under its row lock.
+
+        The row is found by ``id`` alone and its state checked once it is
+        locked, then written by ``seq``: with the state in the WHERE clause,
+        statistics taken while the backlog was all available let PostgreSQL
+        walk ``ojs_job_queue_state`` -- every finished job -- for one row
+        (tests/core/test_query_plans.py).
+        """
         with transaction.atomic():
-            changed = self.filter(id=job_id, state__in=sources(move)).update(state=target(move), **changes)
-            job = self.filter(id=job_id).first()
-            if not changed:
+            held = self.select_for_update().filter(id=job_id).values_list("seq", "state").first()
+            if held is None or JobState(held[1]) not in sources(move):
+                job = self.filter(id=job_id).first()
                 if job is None and missing != "job":
                     raise NotFound(
                         f"{missing} {job_id} not found",
                         details={"resource_type": missing.replace(" ", "_"), "resource_id": str(job_id)},
                     )
                 raise refusal(job, job_id, move)
+            self.filter(seq=held[0]).update(state=target(move), **changes)
+            job = self.get(seq=held[0])
         return job

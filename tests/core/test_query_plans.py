@@ -147,6 +147,49 @@ def test_the_worker_turn_locks_by_id_when_the_statistics_predate_the_work():
     assert Job.objects.filter(id__in=ids, state="completed").count() == 10
 
 
+def finished_but_for(state: str, left: int) -> None:
+    """A backlog analysed while all available, then all but ``left`` jobs moved to ``state``."""
+    fill("available", BACKLOG)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Job._meta.db_table} SET state = %s, finished_at = now(), dead_letter = true "
+                       f"WHERE seq IN (SELECT seq FROM {Job._meta.db_table} ORDER BY seq LIMIT %s)",
+                       [state, BACKLOG - left])
+
+
+def test_an_operators_move_of_one_job_reads_its_row_by_key_when_the_statistics_predate_the_work():
+    """Retry from the dead letter (and every one-job move through ``_move``): the row by ``id``,
+    never a walk of ``ojs_job_queue_state``, which held every finished job."""
+    finished_but_for("discarded", 10)
+    job = Job.objects.filter(state="discarded").first()
+    with CaptureQueriesContext(connection) as queries:
+        Job.objects.resurrect(job.id)
+    statements = [q["sql"] for q in queries.captured_queries if "django_ojs_job" in q["sql"]
+                  and q["sql"].startswith(("SELECT", "UPDATE"))]
+    for statement in statements[:2]:  # the lock, the move
+        plan = plan_of(statement)
+        assert not any(index in plan for index in STATE_INDEXES), plan
+    assert reload_state(job) == "available"
+
+
+def test_a_bulk_move_locks_its_batches_by_key_when_the_statistics_predate_the_work():
+    from django_ojs.core.bulk import bulk_move
+
+    finished_but_for("discarded", 10)
+    report = None
+
+    def move():
+        nonlocal report
+        report = bulk_move(Job.objects.filter(state="discarded"), "retry", batch_size=100, limit=100)
+
+    plan = plan_of(captured(move, "FOR UPDATE"))
+    assert "django_ojs_job_pkey" in plan and not any(index in plan for index in STATE_INDEXES), plan
+    assert report.moved == 100
+
+
+def reload_state(job) -> str:
+    return Job.objects.filter(seq=job.seq).values_list("state", flat=True).get()
+
+
 # --- The prepared statements' generic plans (core/prepared.py: planned once per session, for any values).
 
 
