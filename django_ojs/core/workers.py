@@ -308,15 +308,18 @@ def _extend_leases(
     if not held:
         return extended, cancelled, lost, hints
     ids = list(dict.fromkeys(job.job_id for job in held))
-    columns = ["seq", "id", "attempt", "worker_id"] + (["meta"] if ojs_settings.TEST_HOOKS else [])
-    # Matched on the unique id index; owner and attempt are checked here, not
-    # in SQL, so the planner has one index to choose (see ack_many).
+    columns = ["seq", "id", "attempt", "worker_id", "state"] + (["meta"] if ojs_settings.TEST_HOOKS else [])
+    # Matched on the unique id index; state, owner and attempt are checked
+    # here, not in SQL, so the planner has one index to choose: a state
+    # condition let it walk an index of states whose statistics predate the
+    # backlog (every finished job, per heartbeat; tests/core/test_query_plans.py).
     lockable = {
         str(row[1]): row
         for row in Job.objects.select_for_update(skip_locked=True)
-        .filter(id__in=ids, state=JobState.ACTIVE)
+        .filter(id__in=ids)
         .order_by("seq")
         .values_list(*columns)
+        if row[4] == JobState.ACTIVE
     }
     ours = []
     for job in held:
@@ -324,7 +327,7 @@ def _extend_leases(
         if row and row[3] in (None, worker_id) and job.attempt in (None, row[2]):
             ours.append(row[0])
             extended.append(job)
-            hint = (row[4] or {}).get("test_directive") if len(row) > 4 else None
+            hint = (row[5] or {}).get("test_directive") if len(row) > 5 else None
             if isinstance(hint, str) and hint in WorkerState._value2member_map_:
                 hints.append(WorkerState(hint))
     if ours:

@@ -186,6 +186,26 @@ def test_a_bulk_move_locks_its_batches_by_key_when_the_statistics_predate_the_wo
     assert report.moved == 100
 
 
+def test_a_heartbeat_and_a_progress_report_find_their_jobs_by_key_when_the_statistics_predate_the_work():
+    """A heartbeat that walks every finished job is a heartbeat late at scale: its worker is declared dead."""
+    from django_ojs.core.progress import report_progress
+    from django_ojs.core.workers import HeldJob
+    from django_ojs.models import Worker
+    from django_ojs.progress import Report
+
+    finished_but_for("completed", 10)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Job._meta.db_table} SET state = 'active', worker_id = 'w1', attempt = 1, "
+                       "started_at = now(), lease_expires_at = now() + interval '1 hour' WHERE state = 'available'")
+    Worker.objects.register("w1")
+    held = [HeldJob(str(job_id), 1) for job_id in Job.objects.filter(state="active").values_list("id", flat=True)]
+    beat = plan_of(captured(lambda: Worker.objects.beat("w1", held=held), "SKIP LOCKED"))
+    assert f"{Job._meta.db_table}_id_key" in beat and not any(index in beat for index in STATE_INDEXES), beat
+    halfway = Report(progress=0.5)
+    progress = plan_of(captured(lambda: report_progress(held[0].job_id, halfway, attempt=1, worker_id="w1"), "SKIP LOCKED"))
+    assert f"{Job._meta.db_table}_id_key" in progress and not any(index in progress for index in STATE_INDEXES), progress
+
+
 def reload_state(job) -> str:
     return Job.objects.filter(seq=job.seq).values_list("state", flat=True).get()
 
