@@ -88,8 +88,9 @@ class DeadLetterJobView(OJSView):
     required_scope = {"GET": "read", "DELETE": "admin"}
 
     def get(self, request: Any, job_id: str) -> Response:
-        job = Job.objects.filter(id=parse_job_ref(job_id, "id"), state=JobState.DISCARDED).first()
-        if job is None:
+        # By id alone (a state condition can make PostgreSQL walk every finished job: core/control._move).
+        job = Job.objects.filter(id=parse_job_ref(job_id, "id")).first()
+        if job is None or job.state != JobState.DISCARDED:
             from ..errors import NotFound
 
             raise NotFound(f"dead letter job {job_id} not found",

@@ -117,8 +117,8 @@ class ControlMixin:
         from ..models import JobError
 
         with transaction.atomic():
-            job = self.select_for_update().filter(id=job_id, state=JobState.DISCARDED).first()
-            if job is None:
+            job = self.select_for_update().filter(id=job_id).first()  # by id alone, as _move
+            if job is None or job.state != JobState.DISCARDED:
                 raise NotFound(
                     f"dead letter job {job_id} not found",
                     details={"resource_type": "dead_letter_job", "resource_id": str(job_id)},

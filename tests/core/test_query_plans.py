@@ -171,6 +171,16 @@ def test_an_operators_move_of_one_job_reads_its_row_by_key_when_the_statistics_p
     assert reload_state(job) == "available"
 
 
+def test_the_dead_letter_reads_and_purges_one_job_by_key_when_the_statistics_predate_the_work(api):
+    finished_but_for("discarded", 10)
+    job = Job.objects.filter(state="discarded").first()
+    read = plan_of(captured(lambda: api.get(f"/ojs/v1/dead-letter/{job.id}"), "django_ojs_job"))
+    purge = plan_of(captured(lambda: Job.objects.purge_dead(job.id), "FOR UPDATE"))
+    for plan in (read, purge):
+        assert f"{Job._meta.db_table}_id_key" in plan and not any(index in plan for index in STATE_INDEXES), plan
+    assert not Job.objects.filter(seq=job.seq).exists()
+
+
 def test_a_bulk_move_locks_its_batches_by_key_when_the_statistics_predate_the_work():
     from django_ojs.core.bulk import bulk_move
 
