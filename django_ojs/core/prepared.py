@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import weakref
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -52,9 +53,10 @@ def cursor(connection: Any) -> Any:
         # keeps the automatic one off (Django's own cursors bind on the
         # client and never prepare) and lets ours through.
         session.prepare_threshold = _NEVER_BY_COUNT
-    if (ojs_settings.PREPARED_STATEMENTS is None and session not in _generic and session.autocommit
-            and not session.info.transaction_status):
-        _plan_once(session)
+    if ojs_settings.PREPARED_STATEMENTS is None and session.autocommit and not session.info.transaction_status:
+        planned = _planned_at.get(session)
+        if planned is None or time.monotonic() - planned >= REPLAN_SECONDS:
+            _plan_once(session, again=planned is not None)
     kind = _kinds()
     assert kind is not None  # enabled() said psycopg 3
     raw = kind.cursor(session)
@@ -74,7 +76,7 @@ def cursor(connection: Any) -> Any:
         return connection._prepare_cursor(raw)
 
 
-def _plan_once(session: Any) -> None:
+def _plan_once(session: Any, *, again: bool = False) -> None:
     """Make PostgreSQL plan each prepared statement of this session once, not on every execution.
 
     PostgreSQL plans a prepared statement for its parameters' values ("custom
@@ -94,6 +96,13 @@ def _plan_once(session: Any) -> None:
     its own on the client. Set in autocommit, outside any transaction, so a
     rollback cannot undo it; the first cursor made outside one sets it.
 
+    ``again``: every ``REPLAN_SECONDS`` the session's statements are dropped
+    (``DEALLOCATE ALL``, which psycopg sees and forgets its own), to be
+    prepared and planned anew. PostgreSQL sizes a table by its pages when it
+    plans, so a plan made while the job table was nearly empty reads it
+    whole -- a sequential scan where a key lookup is due -- once it is not;
+    a plan is never older than that, whatever autovacuum does.
+
     Only with ``OJS["PREPARED_STATEMENTS"]`` left to decide (``None``): no
     transaction pooler is there (Django's ``DISABLE_SERVER_SIDE_CURSORS`` is
     not set). ``True`` is also the setting for PgBouncer 1.21+ in transaction
@@ -101,8 +110,8 @@ def _plan_once(session: Any) -> None:
     ran it, for other clients' statements; there it is left to the operator
     (``ALTER ROLE ... SET plan_cache_mode``, docs/how-to/pgbouncer.md).
     """
-    session.execute("SET plan_cache_mode = force_generic_plan")
-    _generic.add(session)
+    session.execute("DEALLOCATE ALL" if again else "SET plan_cache_mode = force_generic_plan")
+    _planned_at[session] = time.monotonic()
 
 
 def enabled(connection: Any) -> bool:
@@ -123,8 +132,10 @@ def columns(model: Any, alias: str) -> str:
     return ", ".join(f"{alias}.{column}" for column in _quoted_columns(model))
 
 
-# The psycopg sessions _plan_once has set; gone with them.
-_generic: weakref.WeakSet[Any] = weakref.WeakSet()
+# How old a session's plans may grow (_plan_once): a minute of plans made for a smaller table, at most.
+REPLAN_SECONDS = 60.0
+# The psycopg sessions _plan_once has set, and when they last planned; gone with them.
+_planned_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 _TIMESTAMPTZ_OID = 1184
 _NEVER_BY_COUNT = 2**62
 _columns_of: dict[Any, list[str]] = {}

@@ -267,6 +267,34 @@ def test_the_worker_turn_plans_once_and_reads_every_row_by_its_key(push):
     assert "Seq Scan on django_ojs_job" not in plan and "Sort Key: django_ojs_job" not in plan, plan
 
 
+def test_a_session_plans_again_so_a_plan_made_on_a_small_table_does_not_outlive_its_growth(push, monkeypatch):
+    """A generic plan is sized by the table's pages when it is made: a worker that starts on a
+    near-empty table plans sequential scans for its key lookups, which would read the whole table
+    once a backlog arrives. Sessions plan again every ``REPLAN_SECONDS``."""
+    from django_ojs.core import prepared
+    from django_ojs.core.outcome import Lease, Settlement
+    from django_ojs.models import Worker
+
+    connection.close()  # a fresh session
+    Worker.objects.register("w1")
+
+    def turn() -> None:
+        running = Job.objects.fetch(["plans"], count=2, worker_id="w1")
+        Job.objects.settle_and_fetch("w1", [Settlement(job.id, Lease("w1", job.attempt)) for job in running],
+                                     ["plans"], 2)
+
+    push(options={"queue": "plans"})
+    push(options={"queue": "plans"})
+    turn()  # planned while the table has a handful of rows
+    fill("available", BACKLOG, analyze=False)  # then a backlog, before autovacuum looks
+    assert f"Seq Scan on {Job._meta.db_table}" in generic_plan("locked AS MATERIALIZED")
+    monkeypatch.setattr(prepared, "REPLAN_SECONDS", 0.0)
+    turn()
+    plan = generic_plan("locked AS MATERIALIZED")
+    assert f"Seq Scan on {Job._meta.db_table}" not in plan and all(index in plan for index in KEYED), plan
+    connection.close()
+
+
 def test_fetch_and_ack_plan_once_on_their_indexes(push):
     from django_ojs.core.outcome import Lease
 
