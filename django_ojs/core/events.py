@@ -65,7 +65,7 @@ def record(events: Iterable[Any]) -> None:
 # the 48-bit Unix time in milliseconds over the first bytes of a random UUID,
 # then the version nibble turned from 4 (0100) to 7 (0111) by setting its two
 # low bits, bits 52 and 53 of the bytea. The variant bits stay those of v4.
-_UUID7_SQL = (
+UUID7_SQL = (
     "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing "
     "substring(int8send(floor(extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) "
     "from 1 for 6), 52, 1), 53, 1), 'hex')::uuid"
@@ -214,7 +214,7 @@ def _job_events_select(source: str, kind: str, time: str, data: str, with_durati
         f", 'duration_ms', floor(extract(epoch from ({time} - j.started_at)) * 1000)::bigint" if with_duration else ""
     )
     return (
-        f"SELECT {seq}{_UUID7_SQL} AS id, {kind}::text AS type, {time} AS time, j.id AS job_id, j.queue AS queue, "
+        f"SELECT {seq}{UUID7_SQL} AS id, {kind}::text AS type, {time} AS time, j.id AS job_id, j.queue AS queue, "
         "jsonb_build_object('job_id', j.id::text, 'job_type', j.type, 'queue', j.queue, "
         f"'state', j.state, 'attempt', j.attempt{duration}) || {data}::jsonb AS data "
         f"FROM {source}"

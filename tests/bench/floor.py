@@ -2,7 +2,7 @@
 
 A table shaped like ours (uuid id, type, queue, JSON args and meta,
 priority, state, attempt, timestamps) with the one partial index a claim
-needs, and a log table that gets a row per transition, as our events do.
+needs, its ids UUIDv7 as ojs-core requires and ``enqueue`` makes ours, and a log table that gets a row per transition, as our events do.
 
 - enqueue: ``COPY`` in batches of 1,000 (bulk), one autocommit ``INSERT`` each (single);
 - work: ``python -m tests.bench.floor work DSN`` claims 10 jobs per
@@ -17,9 +17,9 @@ import argparse
 import contextlib
 import os
 import time
-import uuid
 
 import psycopg
+from uuid6 import uuid7
 
 from .stage import BenchError
 
@@ -86,7 +86,7 @@ def enqueue_bulk(dsn: str, count: int, batch: int = 1000) -> float:
         for offset in range(0, count, batch):
             with conn.cursor().copy("COPY bench_raw_job (id, type, queue, args, state) FROM STDIN") as copy:
                 for _ in range(min(batch, count - offset)):
-                    copy.write_row((uuid.uuid4(), "demo.noop", "default", "[]", "available"))
+                    copy.write_row((uuid7(), "demo.noop", "default", "[]", "available"))
             conn.commit()
         return time.perf_counter() - began
 
@@ -100,18 +100,20 @@ def enqueue_single(dsn: str, count: int, in_transaction: bool = False) -> float:
             with conn.transaction() if in_transaction else contextlib.nullcontext():
                 conn.execute(
                     "INSERT INTO bench_raw_job (id, type, queue, args, state) VALUES (%s, %s, %s, %s, %s)",
-                    (uuid.uuid4(), "demo.noop", "default", "[]", "available"),
+                    (uuid7(), "demo.noop", "default", "[]", "available"),
                 )
         return time.perf_counter() - began
 
 
 def fill(dsn: str, count: int) -> None:
     """``count`` available jobs at once, for the work figure (not timed)."""
+    from django_ojs.core.events import UUID7_SQL  # the ids OJS requires (ojs-core: UUIDv7), as ours get
+
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("TRUNCATE bench_raw_job, bench_raw_log RESTART IDENTITY")
         conn.execute(
             "INSERT INTO bench_raw_job (id, type, queue, state) "
-            "SELECT gen_random_uuid(), 'demo.noop', 'default', 'available' FROM generate_series(1, %s)",
+            f"SELECT {UUID7_SQL}, 'demo.noop', 'default', 'available' FROM generate_series(1, %s)",
             (count,),
         )
         conn.execute("ANALYZE bench_raw_job")

@@ -3,12 +3,17 @@
 ``fill`` stores one job through the core and clones its row with
 ``INSERT ... SELECT generate_series``: every column as PUSH writes it, at
 a few hundred thousand rows a second, whatever columns the table grows.
+Each clone gets a UUIDv7 id made by PostgreSQL, time-ordered as ojs-core
+requires and ``enqueue`` makes them, so the ``id`` and ``ojs_event_job``
+indexes grow as they do in a deployment (random ids would scatter each
+transition's entries over their whole width).
 """
 
 from __future__ import annotations
 
 from django.db import connection
 
+from django_ojs.core.events import UUID7_SQL
 from django_ojs.core.testing import reset_store
 from django_ojs.models import Event, Job
 
@@ -44,7 +49,7 @@ def fill(count: int, *, queue: str = QUEUE, job_type: str = NOOP, args: list | N
             cursor.execute("SET session_replication_role = replica")
             try:
                 cursor.execute(
-                    f"INSERT INTO {table} (id, {names}) SELECT gen_random_uuid(), {names} "
+                    f"INSERT INTO {table} (id, {names}) SELECT {UUID7_SQL}, {names} "
                     f"FROM {table} CROSS JOIN generate_series(2, %s) WHERE seq = %s",
                     [count, template.seq],
                 )
