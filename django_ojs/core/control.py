@@ -157,15 +157,15 @@ class ControlMixin:
         (tests/core/test_query_plans.py).
         """
         with transaction.atomic():
-            held = self.select_for_update().filter(id=job_id).values_list("seq", "state").first()
-            if held is None or JobState(held[1]) not in sources(move):
-                job = self.filter(id=job_id).first()
+            # The locked row also explains a refusal: no second read of it.
+            job = self.select_for_update().filter(id=job_id).first()
+            if job is None or JobState(job.state) not in sources(move):
                 if job is None and missing != "job":
                     raise NotFound(
                         f"{missing} {job_id} not found",
                         details={"resource_type": missing.replace(" ", "_"), "resource_id": str(job_id)},
                     )
                 raise refusal(job, job_id, move)
-            self.filter(seq=held[0]).update(state=target(move), **changes)
-            job = self.get(seq=held[0])
+            self.filter(seq=job.seq).update(state=target(move), **changes)
+            job = self.get(seq=job.seq)
         return job
