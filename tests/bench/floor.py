@@ -2,7 +2,8 @@
 
 A table shaped like ours (uuid id, type, queue, JSON args and meta,
 priority, state, attempt, timestamps) with the one partial index a claim
-needs, its ids UUIDv7 as ojs-core requires and ``enqueue`` makes ours, and a log table that gets a row per transition, as our events do.
+needs, its ids UUIDv7 as ojs-core requires and ``enqueue`` makes ours, and a
+log table that gets a row per transition, as our events do.
 
 - enqueue: ``COPY`` in batches of 1,000 (bulk), one autocommit ``INSERT`` each (single);
 - work: ``python -m tests.bench.floor work DSN`` claims 10 jobs per
@@ -107,7 +108,9 @@ def enqueue_single(dsn: str, count: int, in_transaction: bool = False) -> float:
 
 def fill(dsn: str, count: int) -> None:
     """``count`` available jobs at once, for the work figure (not timed)."""
-    from django_ojs.core.events import UUID7_SQL  # the ids OJS requires (ojs-core: UUIDv7), as ours get
+    # The ids OJS requires (ojs-core: UUIDv7), made as our fill makes them. Imported here, not at the
+    # top: the floor's worker processes (``work``) run without Django and never need it.
+    from django_ojs.core.events import UUID7_SQL
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("TRUNCATE bench_raw_job, bench_raw_log RESTART IDENTITY")
