@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__
+
 __all__ = [
     "DuplicateJob",
     "JobCancelled",
@@ -45,14 +46,14 @@ if TYPE_CHECKING:
 
 def enqueue(job_type: str, args: Any = (), **options: Any) -> Any:
     """Store one job; see ``django_ojs.producer.enqueue``."""
-    from .producer import enqueue as _enqueue
+    from .producer import enqueue as _enqueue  # at call time: `import django_ojs` loads no Django
 
     return _enqueue(job_type, args, **options)
 
 
 def enqueue_many(jobs: Any) -> Any:
     """Store several jobs atomically; see ``django_ojs.producer.enqueue_many``."""
-    from .producer import enqueue_many as _enqueue_many
+    from .producer import enqueue_many as _enqueue_many  # at call time, as enqueue
 
     return _enqueue_many(jobs)
 
@@ -81,19 +82,19 @@ def __getattr__(name: str) -> Any:
     # Imported on first use so that `import django_ojs` stays free of Django
     # imports (settings may not be configured yet when it runs).
     if name == "job":
-        from .handlers.registry import job
+        from .handlers.registry import job  # on first use, as every name below
 
         return job
     if name in ("JobContext", "JobCancelled"):
-        from .handlers import context
+        from .handlers import context  # on first use
 
         return getattr(context, name)
     if name in ("chain", "group", "batch", "signature"):
-        from . import canvas
+        from . import canvas  # on first use
 
         return getattr(canvas, name)
     if name in ("DuplicateJob", "QueueFull"):
-        from . import errors
+        from . import errors  # on first use
 
         return getattr(errors, name)
     raise AttributeError(f"module 'django_ojs' has no attribute {name!r}")

@@ -4,6 +4,8 @@ import logging
 
 from django.apps import AppConfig
 
+from .conf import ojs_settings
+
 logger = logging.getLogger("django_ojs")
 
 
@@ -16,8 +18,8 @@ class DjangoOJSConfig(AppConfig):
         import django
         from django.utils.module_loading import autodiscover_modules
 
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .conf import ojs_settings
+        # Imported once the app registry is ready: the checks read the models and handlers.
+        from .conf import checks  # noqa: F401  (registers the system checks)
 
         # Every installed app's jobs.py registers its handlers, in the web
         # processes (for their enqueue defaults) as in the workers.
@@ -27,7 +29,7 @@ class DjangoOJSConfig(AppConfig):
             from . import tasks  # noqa: F401
 
         if ojs_settings.METRICS:
-            from . import metrics
+            from .observe import metrics  # the "prometheus" extra, only with metrics on
 
             metrics.enable()
 

@@ -28,6 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from .conf import ojs_settings
+from .core import workflows as store
+from .handlers.options import job_envelope
+from .handlers.registry import registry
+from .protocol.workflows import parse
+
 if TYPE_CHECKING:
     from .models import Workflow
 
@@ -48,10 +54,6 @@ class Composable:
 
     def enqueue(self, *, name: str = "") -> Workflow:
         """Validate and store the workflow; its first jobs are enqueued in the same transaction."""
-        from .conf import ojs_settings
-        from .core import workflows as store
-        from .workflows import parse
-
         body = self.definition()
         if name:
             body["name"] = name
@@ -71,9 +73,6 @@ class Signature(Composable):
         return replace(self, options={**self.options, **options})
 
     def definition(self) -> dict[str, Any]:
-        from .handlers.options import job_envelope
-        from .handlers.registry import registry
-
         return job_envelope(self.type, list(self.args), {**registry.defaults(self.type), **self.options})
 
     def enqueue(self, *, name: str = "") -> Workflow:

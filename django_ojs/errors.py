@@ -1,117 +1,38 @@
-"""The errors the core raises, one class per OJS error code (pure).
+"""The errors django-ojs raises, one class per OJS error code.
 
-The core speaks in OJS error codes; each door maps them in one place: the
-HTTP layer to a status and the binding's error body (``api/errors.py``), the
-admin to a message. Nothing here knows about HTTP.
+The public name of ``django_ojs.protocol.errors``, where they are defined:
+``from django_ojs.errors import DuplicateJob`` keeps working wherever the
+definitions live.
 """
 
-from __future__ import annotations
+from .protocol.errors import (
+    Duplicate,
+    DuplicateJob,
+    FieldError,
+    InvalidPayload,
+    InvalidRequest,
+    InvalidTransition,
+    NotFound,
+    OJSError,
+    PayloadTooLarge,
+    PolicyInvalid,
+    QueueFull,
+    QueuePaused,
+    Unsupported,
+)
 
-from typing import Any
-
-
-class OJSError(Exception):
-    """Base of every error the core reports to a caller."""
-
-    code = "backend_error"
-    retryable = False
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None, hint: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.details = details or {}
-        self.hint = hint
-
-
-class FieldError(OJSError):
-    """An error about one input field, named in ``details.field``."""
-
-    def __init__(self, message: str, *, field: str | None = None, **kwargs: Any):
-        details = kwargs.pop("details", None) or {}
-        if field is not None:
-            details.setdefault("field", field)
-        super().__init__(message, details=details, **kwargs)
-        self.field = field
-
-
-class InvalidRequest(FieldError):
-    """Malformed input: a missing field, a wrong type, a bad name or timestamp."""
-
-    code = "invalid_request"
-
-
-class InvalidPayload(OJSError):
-    """The body is not parseable JSON (errors §4.1 INVALID_PAYLOAD)."""
-
-    code = "invalid_payload"
-
-
-class PolicyInvalid(FieldError):
-    """Syntactically valid but semantically wrong policy, e.g. a retry policy (422)."""
-
-    code = "validation_error"
-
-
-class PayloadTooLarge(OJSError):
-    code = "payload_too_large"
-
-
-class NotFound(OJSError):
-    code = "not_found"
-
-
-class InvalidTransition(OJSError):
-    """The move is not allowed from the job's current state, or lost a race.
-
-    The single exception type for every refused state change (DESIGN: core
-    invariant 1); ``current_state`` tells the caller what the job is now.
-    """
-
-    code = "conflict"
-
-    def __init__(self, message: str, *, job_id: str, current_state: str | None, **kwargs: Any):
-        details = {"job_id": job_id, "current_state": current_state}
-        details.update(kwargs.pop("details", None) or {})
-        super().__init__(message, details=details, **kwargs)
-        self.job_id = job_id
-        self.current_state = current_state
-
-
-class Duplicate(OJSError):
-    code = "duplicate"
-
-
-class Unsupported(OJSError):
-    code = "unsupported"
-
-
-class QueuePaused(OJSError):
-    code = "queue_paused"
-    retryable = True
-
-
-class DuplicateJob(Duplicate):
-    """A unique job's key is held by another job and its policy says ``reject``
-    (ojs-unique-jobs §5.1). ``existing_job_id`` names the holder."""
-
-    def __init__(self, message: str, *, existing_job_id: str, existing_job_state: str, uniqueness_key: str):
-        super().__init__(
-            message,
-            details={
-                "existing_job_id": existing_job_id,
-                "existing_job_state": existing_job_state,
-                "uniqueness_key": uniqueness_key,
-            },
-        )
-        self.existing_job_id = existing_job_id
-        self.existing_job_state = existing_job_state
-        self.uniqueness_key = uniqueness_key
-
-
-class QueueFull(OJSError):
-    """A bounded queue is at its ``max_size`` and its overflow policy is ``reject``
-    (ojs-queue-config §6.1)."""
-
-    code = "queue_full"
-    retryable = True
-    retry_after = 1  # seconds: a bounded queue drains as workers finish jobs
+__all__ = [
+    "Duplicate",
+    "DuplicateJob",
+    "FieldError",
+    "InvalidPayload",
+    "InvalidRequest",
+    "InvalidTransition",
+    "NotFound",
+    "OJSError",
+    "PayloadTooLarge",
+    "PolicyInvalid",
+    "QueueFull",
+    "QueuePaused",
+    "Unsupported",
+]

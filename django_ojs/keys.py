@@ -1,4 +1,4 @@
-"""API keys: generation, hashing and scopes.
+"""API keys: generation, hashing, scopes, and the per-process cache of verified keys.
 
 A key is shown once, when it is created; the store keeps its SHA-256 digest.
 Keys are 256-bit random tokens, so a plain digest is enough to make a leaked
@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.db.models.functions import Now
+
+from .conf import ojs_settings
 
 if TYPE_CHECKING:
     from .models import ApiKey
@@ -50,7 +54,7 @@ def normalise_scopes(scopes: Iterable[str]) -> list[str]:
     return chosen
 
 
-class ApiKeyManager(models.Manager):
+class ApiKeyManager(models.Manager["ApiKey"]):
     def issue(self, name: str, scopes: Iterable[str]) -> tuple[ApiKey, str]:
         """Create a key; return it with its secret, which is never stored."""
         secret = generate_key()
@@ -66,13 +70,63 @@ class ApiKeyManager(models.Manager):
         """Revoke the keys that are still active; return how many this call revoked.
 
         This process stops accepting them at once; other processes within
-        ``OJS["API_KEY_CACHE_SECONDS"]`` (api/auth.py ``KeyCache``).
+        ``OJS["API_KEY_CACHE_SECONDS"]`` (``KeyCache``).
         """
-        from .api.auth import key_cache
-
         revoked = self.filter(pk__in=list(key_ids), revoked_at__isnull=True).update(revoked_at=Now())
         key_cache.forget()
         return revoked
 
     def authenticate(self, secret: str) -> ApiKey | None:
         return self.filter(key_hash=hash_key(secret), revoked_at__isnull=True).first()
+
+    def verify(self, secret: str) -> ApiKey | None:
+        """The active key with this secret, or None; cached for a bounded time (``KeyCache``)."""
+        digest = hash_key(secret)
+        key = key_cache.get(digest)
+        if key is None:
+            key = self.filter(key_hash=digest, revoked_at__isnull=True).first()
+            if key is not None:
+                key_cache.put(digest, key)
+        return key
+
+
+class KeyCache:
+    """Verified keys by digest, each for ``OJS["API_KEY_CACHE_SECONDS"]`` (0: off).
+
+    Per process: a request with a key this process verified recently costs
+    no query. The price is the bound on revocation: a key revoked (or its
+    scopes changed) in another process keeps working for at most that many
+    seconds in this one. This process forgets a key at once when it revokes
+    it (``ApiKeyManager.revoke``). Unknown and revoked keys are not cached,
+    so a newly issued key works at once.
+    """
+
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> Any:
+        with self._lock:
+            entry = self._entries.get(digest)
+        return entry[1] if entry is not None and entry[0] > time.monotonic() else None
+
+    def put(self, digest: str, key: Any) -> None:
+        ttl = ojs_settings.API_KEY_CACHE_SECONDS
+        if ttl <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries = {d: e for d, e in self._entries.items() if e[0] > now}
+                if len(self._entries) >= self.MAX_ENTRIES:
+                    self._entries.clear()
+            self._entries[digest] = (now + ttl, key)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+key_cache = KeyCache()

@@ -1,8 +1,11 @@
 """The job store: jobs, their error history, workers, queues, cron, events, API keys.
 
-Rows change state only through the manager methods in ``django_ojs.core``
-(exposed as ``Job.objects.push()``, ``.fetch()``, ``.ack()``, ...), each one
-transaction, each guarded by the transition table in ``states.py``.
+Rows change state only through the operations of ``django_ojs.core``, each
+one transaction, each guarded by the transition table in
+``protocol/states.py``. The managers below offer them as methods
+(``Job.objects.push()``, ``.fetch()``, ``.ack()``, ...): thin delegations,
+kept together here, so the state machine is reached through the models and
+its code is one step away.
 
 Indexes are shaped like the questions the core asks (DESIGN invariant 8):
 every hot query reads a partial index holding only the rows in the state it
@@ -12,15 +15,207 @@ reaper nothing.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from django.db import models
 from django.db.models import Q, Value
 from django.db.models.functions import Concat, StrIndex
 from django.db.models.lookups import GreaterThan
 
-from .core.managers import CronJobManager, JobManager, QueueManager, WorkerManager
-from .cron import MAX_EXPRESSION_LENGTH
 from .keys import ApiKeyManager
-from .states import TERMINAL, WAITING, JobState, WorkerState
+from .protocol.cron import MAX_EXPRESSION_LENGTH
+from .protocol.states import TERMINAL, WAITING, JobState, WorkerState
+
+if TYPE_CHECKING:
+    from .core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
+    from .protocol.cron_jobs import CronSpec
+    from .protocol.envelope import JobSpec
+    from .protocol.failure import Failure
+
+
+def _core() -> ModuleType:
+    """The core's operation modules (``core/operations.py``), on first use: they import these
+    models at their top, so the models reach them at call time. The one place the package
+    imports the core lazily."""
+    from .core import operations  # the core imports these models: reached at call time
+
+    return operations
+
+
+class JobManager(models.Manager["Job"]):
+    """``Job.objects``: Django's queries, and the OJS operations on jobs (``django_ojs.core``)."""
+
+    def push(self, spec: JobSpec) -> Job:
+        """PUSH one job (``core.push.push``)."""
+        return _core().push.push(spec)
+
+    def push_many(self, specs: Sequence[JobSpec]) -> list[Job]:
+        """PUSH a batch atomically (``core.push.push_many``)."""
+        return _core().push.push_many(specs)
+
+    def fetch(
+        self,
+        queues: Sequence[str],
+        *,
+        count: int = 1,
+        worker_id: str | None = None,
+        visibility_timeout: dt.timedelta | None = None,
+        limit_report: LimitReport | None = None,
+    ) -> list[Job]:
+        """FETCH: claim up to ``count`` jobs (``core.claim.fetch``)."""
+        return _core().claim.fetch(
+            queues, count=count, worker_id=worker_id, visibility_timeout=visibility_timeout, limit_report=limit_report
+        )
+
+    def settle_and_fetch(
+        self,
+        worker_id: str,
+        settlements: Sequence[Settlement],
+        queues: Sequence[str],
+        count: int,
+        limit_report: LimitReport | None = None,
+    ) -> tuple[list[Verdict], list[Job]]:
+        """The in-process worker's turn (``core.turn.settle_and_fetch``)."""
+        return _core().turn.settle_and_fetch(worker_id, settlements, queues, count, limit_report)
+
+    def ack(self, job_id: Any, *, result: Any = None, lease: Lease | None = None) -> Job:
+        """ACK: active -> completed (``core.settle.ack``)."""
+        core = _core()
+        return core.settle.ack(job_id, result=result, lease=lease or core.types.Lease())
+
+    def settle_many(self, settlements: Sequence[Settlement], *, holding: str | None = None) -> list[Verdict]:
+        """Write a batch of finished attempts (``core.settle.settle_many``)."""
+        return _core().settle.settle_many(settlements, holding=holding)
+
+    def fail(self, job_id: Any, failure: Failure, *, lease: Lease | None = None, requeue: bool = False) -> Job:
+        """FAIL an attempt (``core.settle.fail``)."""
+        core = _core()
+        return core.settle.fail(job_id, failure, lease=lease or core.types.Lease(), requeue=requeue)
+
+    def cancel(self, job_id: Any) -> tuple[Job, str | None]:
+        """CANCEL (``core.control.cancel``)."""
+        return _core().control.cancel(job_id)
+
+    def activate(self, job_id: Any) -> Job:
+        """pending -> available (``core.control.activate``)."""
+        return _core().control.activate(job_id)
+
+    def resurrect(self, job_id: Any) -> Job:
+        """Retry from the dead letter (``core.control.resurrect``)."""
+        return _core().control.resurrect(job_id)
+
+    def discard(self, job_id: Any) -> Job:
+        """Give up on a waiting job (``core.control.discard``)."""
+        return _core().control.discard(job_id)
+
+    def purge_dead(self, job_id: Any) -> None:
+        """Delete a discarded job for good (``core.control.purge_dead``)."""
+        _core().control.purge_dead(job_id)
+
+    def dead_letter_stats(self) -> dict[str, Any]:
+        """The dead letter's figures (``core.stats.dead_letter_stats``)."""
+        return _core().stats.dead_letter_stats()
+
+    def promote_due(self, limit: int) -> int:
+        """The reaper's promotion of due jobs (``core.maintenance.promote_due``)."""
+        return _core().maintenance.promote_due(limit)
+
+    def expire_overdue(self, limit: int) -> int:
+        """The reaper's expiry (``core.maintenance.expire_overdue``)."""
+        return _core().maintenance.expire_overdue(limit)
+
+    def requeue_lapsed(self, limit: int) -> int:
+        """The reaper's recovery of lapsed leases (``core.maintenance.requeue_lapsed``)."""
+        return _core().maintenance.requeue_lapsed(limit)
+
+    def fail_timed_out(self, limit: int) -> int:
+        """The reaper's execution timeouts (``core.maintenance.fail_timed_out``)."""
+        return _core().maintenance.fail_timed_out(limit)
+
+    def prune(self, limit: int) -> dict[str, int]:
+        """The reaper's retention (``core.maintenance.prune``)."""
+        return _core().maintenance.prune(limit)
+
+
+class WorkerManager(models.Manager["Worker"]):
+    """``Worker.objects``: Django's queries, and the worker protocol's operations (``django_ojs.core``)."""
+
+    def register(self, worker_id: str, info: WorkerInfo | None = None) -> Worker:
+        """Register a worker (``core.workers.register``)."""
+        core = _core()
+        return core.workers.register(worker_id, info or core.types.WorkerInfo())
+
+    def beat(
+        self,
+        worker_id: str,
+        *,
+        state: WorkerState | None = None,
+        held: Sequence[HeldJob] = (),
+        visibility_timeout: dt.timedelta | None = None,
+        info: WorkerInfo | None = None,
+    ) -> BeatReply:
+        """BEAT (``core.workers.beat``)."""
+        core = _core()
+        return core.workers.beat(
+            worker_id, state=state, held=held, visibility_timeout=visibility_timeout, info=info or core.types.WorkerInfo()
+        )
+
+    def deregister(self, worker_id: str) -> bool:
+        """Deregister a worker that shut down (``core.workers.deregister``)."""
+        return _core().workers.deregister(worker_id)
+
+    def set_directive(self, worker_ids: Iterable[str], directive: WorkerState) -> int:
+        """Ask workers to go quiet, terminate or run (``core.workers.set_directive``)."""
+        return _core().workers.set_directive(worker_ids, directive)
+
+    def reap_dead(self, limit: int) -> int:
+        """The reaper's dead-worker recovery (``core.maintenance.reap_dead_workers``)."""
+        return _core().maintenance.reap_dead_workers(limit)
+
+    def prune_dead(self, limit: int) -> int:
+        """Delete old tombstones of dead workers (``core.maintenance.prune_dead_workers``)."""
+        return _core().maintenance.prune_dead_workers(limit)
+
+
+class QueueManager(models.Manager["Queue"]):
+    """``Queue.objects``: Django's queries, and pause, resume and statistics (``django_ojs.core``)."""
+
+    def pause(self, name: str) -> Queue:
+        """Pause a queue (``core.queues.pause``)."""
+        return _core().queues.pause(name)
+
+    def resume(self, name: str) -> Queue:
+        """Resume a queue (``core.queues.resume``)."""
+        return _core().queues.resume(name)
+
+    def stats(self, name: str) -> dict[str, Any]:
+        """A queue's statistics (``core.stats.queue_stats``)."""
+        return _core().stats.queue_stats(name)
+
+
+class CronJobManager(models.Manager["CronJob"]):
+    """``CronJob.objects``: Django's queries, and registration and firing (``django_ojs.core.schedules``)."""
+
+    def register(self, spec: CronSpec) -> tuple[CronJob, bool]:
+        return _core().schedules.register(spec)
+
+    def sync_from_code(self, specs: Sequence[CronSpec]) -> dict[str, list[str]]:
+        return _core().schedules.sync_from_code(specs)
+
+    def unregister(self, name: str) -> CronJob:
+        return _core().schedules.unregister(name)
+
+    def fire_due(self, limit: int) -> int:
+        return _core().schedules.fire_due(limit)
+
+    def set_enabled(self, name: str, enabled: bool) -> CronJob | None:
+        return _core().schedules.set_enabled(name, enabled)
+
+    def fire_now(self, name: str) -> CronJob | None:
+        return _core().schedules.fire_now(name)
 
 
 def _holds_unique_key() -> GreaterThan:
@@ -392,7 +587,6 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
-
 class Workflow(models.Model):
     """A chain, group, batch or DAG of jobs (ojs-workflows); its tree is ``definition``.
 
@@ -404,7 +598,7 @@ class Workflow(models.Model):
     type = models.CharField(max_length=8)
     name = models.CharField(max_length=255, blank=True, default="")
     state = models.CharField(max_length=16)
-    definition = models.JSONField(help_text="The validated tree (django_ojs.workflows.Node).")
+    definition = models.JSONField(help_text="The validated tree (django_ojs.protocol.workflows.Node).")
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

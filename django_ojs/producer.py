@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from .core.newjob import new_ids
-from .envelope import JobSpec, with_args
-from .errors import InvalidRequest
+from .core.job_columns import new_ids
+from .core.push import push, push_many
 from .handlers.middleware import compose_enqueue, enqueue_chain
 from .handlers.options import Defaults, job_body, wire_args
 from .handlers.registry import registry
-from .tracing import traced_push
+from .models import Job
+from .observe.tracing import traced_push
+from .protocol.envelope import JobSpec, with_args
+from .protocol.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from .models import Job
@@ -47,7 +49,7 @@ def enqueue(job_type: str, args: Sequence[Any] = (), **options: Any) -> Job | No
     ``retry`` (a retry policy dict), ``scheduled_at`` / ``expires_at``
     (aware ``datetime`` or RFC 3339), ``meta``, ``tags``, ``unique``,
     ``rate_limit``, ``pending``, ``id``. Invalid input raises
-    ``django_ojs.errors.InvalidRequest`` (or ``PolicyInvalid``) naming the field.
+    ``django_ojs.protocol.errors.InvalidRequest`` (or ``PolicyInvalid``) naming the field.
 
     Unique jobs: a duplicate under ``on_conflict: "reject"`` raises
     ``django_ojs.DuplicateJob`` (``existing_job_id``); under ``"ignore"`` the
@@ -78,20 +80,18 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]]) -> list[Job | None]:
 
 
 def _push(specs: list[JobSpec]) -> list[Job | None]:
-    from .models import Job
-
     chain = enqueue_chain()
     chain.freeze()
     middlewares = list(chain)
     stored: list[Job | None]
     if not middlewares:
-        stored = list(Job.objects.push_many(specs))
+        stored = list(push_many(specs))
     else:
         # Each job passes the chain on its own and sees itself stored (call_next
         # returns the Job), so the jobs are pushed one by one, in one transaction.
         with transaction.atomic():
             stored = [
-                compose_enqueue(middlewares, _store_unchanged_id(spec.id, Job.objects.push))(spec) for spec in specs
+                compose_enqueue(middlewares, _store_unchanged_id(spec.id, push))(spec) for spec in specs
             ]
     for observer in stored_observers:
         observer(stored)

@@ -25,7 +25,9 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections
 
 from .conf import ojs_settings
-from .outage import OutageWatch
+from .core import maintenance, schedules
+from .handlers.registry import declared_schedules
+from .observe.outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.reaper")
 
@@ -67,10 +69,7 @@ class CodeScheduleSync:
     """
 
     def __call__(self, limit: int) -> int:
-        from .code_schedules import declared
-        from .models import CronJob
-
-        outcome = CronJob.objects.sync_from_code(declared())
+        outcome = schedules.sync_from_code(declared_schedules())
         logger.info(
             "cron schedules from code: %s",
             "; ".join(f"{what} {', '.join(names)}" for what, names in outcome.items() if names) or "none",
@@ -79,17 +78,15 @@ class CodeScheduleSync:
 
 
 def default_loops(interval: float, cron_interval: float, prune_interval: float) -> list[Loop]:
-    from .models import CronJob, Job, Worker
-
     return [
         Loop("cron-sync", CodeScheduleSync(), cron_interval, once=True),
-        Loop("promote", Job.objects.promote_due, interval),
-        Loop("expire", Job.objects.expire_overdue, interval),
-        Loop("leases", Job.objects.requeue_lapsed, interval, judges_silence=True),
-        Loop("timeouts", Job.objects.fail_timed_out, interval),
-        Loop("workers", Worker.objects.reap_dead, interval, judges_silence=True),
-        Loop("cron", CronJob.objects.fire_due, cron_interval),
-        Loop("prune", Job.objects.prune, prune_interval),
+        Loop("promote", maintenance.promote_due, interval),
+        Loop("expire", maintenance.expire_overdue, interval),
+        Loop("leases", maintenance.requeue_lapsed, interval, judges_silence=True),
+        Loop("timeouts", maintenance.fail_timed_out, interval),
+        Loop("workers", maintenance.reap_dead_workers, interval, judges_silence=True),
+        Loop("cron", schedules.fire_due, cron_interval),
+        Loop("prune", maintenance.prune, prune_interval),
     ]
 
 

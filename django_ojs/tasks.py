@@ -42,7 +42,9 @@ from django.utils.module_loading import import_string
 
 from .handlers.context import JobContext
 from .handlers.registry import registry
-from .states import JobState
+from .models import Job, JobError
+from .producer import enqueue
+from .protocol.states import JobState
 
 JOB_TYPE = "django.task"
 
@@ -65,8 +67,6 @@ class OJSBackend(BaseTaskBackend):
     supports_priority = True
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
-        import django_ojs
-
         self.validate_task(task)
         options: dict[str, Any] = {"queue": task.queue_name, "priority": task.priority}
         if task.run_after is not None:
@@ -79,7 +79,7 @@ class OJSBackend(BaseTaskBackend):
             "args": normalize_json(list(args)),
             "kwargs": normalize_json(dict(kwargs)),
         }
-        job = django_ojs.enqueue(JOB_TYPE, [call], **options)
+        job = enqueue(JOB_TYPE, [call], **options)
         if job is None:
             raise InvalidTask("the OJS enqueue middleware dropped this task")
         result = task_result(job, [], task=task)
@@ -87,8 +87,6 @@ class OJSBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
-        from .models import Job, JobError
-
         try:
             job_id = uuid.UUID(str(result_id))
         except ValueError:

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from rest_framework.test import APIClient
 
 from django_ojs.conf import ojs_settings
-from django_ojs.envelope import parse_job
+from django_ojs.protocol.envelope import parse_job
 
 # django_ojs.testing's fixtures (ojs_jobs, ojs_inline), as a project would load them (README, "Testing your jobs").
 pytest_plugins = ["django_ojs.testing.fixtures"]
@@ -181,17 +181,17 @@ def is_postgres() -> bool:
 @pytest.fixture(autouse=True)
 def _forget_known_queues():
     """The core remembers which queue rows it committed; each test starts with a fresh database."""
-    from django_ojs.core import push
+    from django_ojs.core import queue_settings
 
-    push._known_queues.clear()
+    queue_settings.known_queues.clear()
     yield
-    push._known_queues.clear()
+    queue_settings.known_queues.clear()
 
 
 @pytest.fixture(autouse=True)
 def _forget_verified_keys():
     """Each test issues its own keys; none is trusted from an earlier test's cache."""
-    from django_ojs.api.auth import key_cache
+    from django_ojs.keys import key_cache
 
     key_cache.forget()
     yield

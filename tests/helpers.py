@@ -11,7 +11,7 @@ from django.db import connection
 from django.forms.models import model_to_dict
 
 from django_ojs.core.clock import db_now
-from django_ojs.core.workers import HeldJob
+from django_ojs.core.types import HeldJob
 from django_ojs.models import Event, Job, JobError
 
 

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .counting import count_rows
+from ..core.counting import count_rows
 from .outcome import ACTION_LIMIT
 
 CONFIRMED_FIELD = "confirmed"

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from ..core import schedules
 from ..models import CronJob
 from .base import ConsoleAdmin
 from .display import EMPTY, admin_changelist_url, pretty_json, relative
@@ -92,7 +93,7 @@ class CronJobAdmin(ConsoleAdmin):
     @admin.action(description="Fire selected schedules now (once, outside their timetable)", permissions=["change"])
     def fire_now(self, request: HttpRequest, queryset: QuerySet) -> None:
         apply_to_each(
-            request, queryset, Outcome("Fire now"), lambda cron: CronJob.objects.fire_now(cron.name),
+            request, queryset, Outcome("Fire now"), lambda cron: schedules.fire_now(cron.name),
             skipped="its previous run is unfinished (overlap policy skip) or its template is invalid",
             missing="no longer exists",
         )
@@ -100,7 +101,7 @@ class CronJobAdmin(ConsoleAdmin):
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet, enabled: bool) -> None:
         apply_to_each(
             request, queryset, Outcome("Enable" if enabled else "Disable"),
-            lambda cron: CronJob.objects.set_enabled(cron.name, enabled),
+            lambda cron: schedules.set_enabled(cron.name, enabled),
             skipped="already enabled" if enabled else "already disabled",
             missing="no longer exists",
         )

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from ..models import DeadLetterJob, Job
-from ..states import JobState
+from ..protocol.states import JobState
 from .display import relative
 from .filters import ErrorTypeFilter, QueueFilter, RetentionFilter, TypeFilter
 from .job_moves import PURGE, RETRY

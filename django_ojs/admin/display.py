@@ -15,18 +15,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..durations import format_timestamp
-from ..states import JobState
+from ..protocol.durations import format_timestamp
 
 # A pretty-printed JSON value longer than this is cut: a 1 MiB argument list
 # must not turn a job page into a 1 MiB page.
 JSON_DISPLAY_LIMIT = 20_000
 EMPTY = "—"
-# States in the order an operator reads them: waiting, running, finished.
-STATE_ORDER = (
-    JobState.AVAILABLE, JobState.ACTIVE, JobState.SCHEDULED, JobState.RETRYABLE, JobState.PENDING,
-    JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED,
-)
 _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 

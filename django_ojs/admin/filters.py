@@ -20,8 +20,7 @@ from django.db.models.fields.json import KT
 from django.http import HttpRequest
 
 from ..models import Job, Queue
-from ..states import JobState
-from .display import STATE_ORDER
+from ..protocol.states import STATE_ORDER, JobState
 
 CHOICE_LIMIT = 200
 # Recent jobs sampled for choices no index lists (priorities, error types).

@@ -17,12 +17,12 @@ from django.contrib.admin.models import CHANGE, DELETION
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from ..errors import InvalidTransition, NotFound
+from ..core import control
 from ..models import Job
-from ..states import JobState, Move, sources
-from . import filter_wide
+from ..protocol.errors import InvalidTransition, NotFound
+from ..protocol.states import STATE_ORDER, JobState, Move, sources
+from . import bulk_actions
 from .confirm import CONFIRMED_FIELD, confirmation_page
-from .display import STATE_ORDER
 from .outcome import ACTION_LIMIT, Outcome, note_missing, within_limit
 
 GONE = "no longer exists"
@@ -77,9 +77,9 @@ class JobMove:
         """A ModelAdmin action running this move; it needs the model's change permission."""
 
         def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
-            if filter_wide.is_filter_wide(request):
+            if bulk_actions.whole_filter_chosen(request):
                 # "Select all N" ticked: every matching job, in batches through the core.
-                return filter_wide.act(modeladmin, request, queryset, self)
+                return bulk_actions.act(modeladmin, request, queryset, self)
             if self.confirm_warning and request.POST.get(CONFIRMED_FIELD) != self.name:
                 return confirmation_page(modeladmin, request, queryset, self.label, self.confirm_warning, self.name)
             outcome = self.run(queryset)
@@ -103,7 +103,7 @@ def _state_of(job_id: Any) -> str | None:
 
 
 def _cancel(job_id: Any) -> str | None:
-    job, left = Job.objects.cancel(job_id)
+    job, left = control.cancel(job_id)
     return job.state if left is None else None
 
 
@@ -123,7 +123,7 @@ ACTIVATE = JobMove(
     "Activate selected pending jobs",
     sources(Move.ACTIVATE),
     "activated",
-    _call(Job.objects.activate),
+    _call(control.activate),
     bulk_name="activate",
 )
 RETRY = JobMove(
@@ -132,7 +132,7 @@ RETRY = JobMove(
     "Retry selected jobs from the dead letter",
     sources(Move.RESURRECT),
     "retried from the dead letter",
-    _call(Job.objects.resurrect),
+    _call(control.resurrect),
     bulk_name="retry",
 )
 DISCARD = JobMove(
@@ -141,7 +141,7 @@ DISCARD = JobMove(
     "Discard selected waiting jobs",
     sources(Move.DISCARD),
     "discarded",
-    _call(Job.objects.discard),
+    _call(control.discard),
     bulk_name="discard",
 )
 PURGE = JobMove(
@@ -150,7 +150,7 @@ PURGE = JobMove(
     "Purge selected jobs for good (asks for confirmation)",
     frozenset({JobState.DISCARDED}),
     "purged",
-    _call(Job.objects.purge_dead),
+    _call(control.purge_dead),
     log_flag=DELETION,
     confirm_warning="Purged jobs and their error history are deleted for good: this cannot be undone.",
     bulk_name="purge",

@@ -14,8 +14,11 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..core.unique_keys import current_holder
 from ..models import Event, Job, JobError, Worker
-from ..states import JobState
+from ..protocol.progress import percent, view
+from ..protocol.states import JobState
+from ..protocol.unique import decode_states
 from .display import EMPTY, human_duration, link, moment, pretty_json, relative
 
 # A job that was retried from the dead letter many times could collect a long
@@ -115,8 +118,6 @@ def error_history(job: Job, now: dt.datetime) -> SafeString:
 
 def progress(job: Job, now: dt.datetime) -> SafeString:
     """The attempt's progress (ojs-progress) as a bar, its figures and its structured data."""
-    from ..progress import percent, view
-
     shown = view(job.state, job.attempt, job.progress)
     if shown["progress"] is None and shown["data"] is None:
         return format_html('<span class="ojs-quiet">{}</span>', "no progress reported by this attempt")
@@ -132,8 +133,6 @@ def progress(job: Job, now: dt.datetime) -> SafeString:
 
 def progress_cell(job: Job) -> str:
     """The list's short form: '47%' while it means something, else nothing."""
-    from ..progress import percent, view
-
     return percent(view(job.state, job.attempt, job.progress)["progress"])
 
 
@@ -182,9 +181,6 @@ def _table(rows: list[tuple[str, object]]) -> SafeString:
 
 def uniqueness(job: Job) -> SafeString:
     """The job's unique key, whether it holds it now, and the job it collides with."""
-    from ..core.unique import current_holder
-    from ..unique import decode_states
-
     if not job.unique_key:
         return format_html('<span class="ojs-quiet">{}</span>', "not a unique job")
     holding = decode_states(job.unique_states)
@@ -194,7 +190,7 @@ def uniqueness(job: Job) -> SafeString:
         standing = f"holds the key while {', '.join(sorted(holding))}"
     else:
         standing = f"does not hold the key (it holds it only while {', '.join(sorted(holding))})"
-    holder = current_holder(Job.objects, job.unique_key)
+    holder = current_holder(job.unique_key)
     if holder is None or holder.pk == job.pk:
         collides = EMPTY
     else:

@@ -34,10 +34,10 @@ from django.utils.safestring import SafeString
 from django.views.decorators.cache import never_cache
 
 from ..core.clock import TxNow
-from ..errors import InvalidRequest
+from ..core.search import HELP_TEXT, job_search
 from ..models import Job
-from ..search import HELP_TEXT, job_search
-from ..states import TERMINAL
+from ..protocol.errors import InvalidRequest
+from ..protocol.states import TERMINAL
 from . import job_pages
 from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator

@@ -21,12 +21,12 @@ from django.views.decorators.cache import never_cache
 
 from ..conf import ojs_settings
 from ..core.clock import TxNow, db_now
+from ..core.counting import count_rows
+from ..core.stats import finished_per_minute, state_counts
 from ..models import Job, Overview, Queue, Worker
-from ..states import JobState
+from ..protocol.states import JobState
 from .chart import Series, per_minute_bars
-from .counting import count_rows
 from .display import admin_changelist_url, human_duration
-from .stats import finished_per_minute, state_counts
 from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead
 
 # A scheduled or retryable job this late means no reaper is promoting jobs.

@@ -12,8 +12,8 @@ from typing import Any
 from django import forms
 
 from ..core import queue_config
-from ..errors import OJSError
 from ..models import Queue
+from ..protocol.errors import OJSError
 
 PERIOD_HELP = "ISO 8601 duration, e.g. PT1S, PT1M, PT1H."
 

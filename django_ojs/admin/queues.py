@@ -21,15 +21,16 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..core import limits
+from ..core import queues as queue_moves
 from ..core.clock import db_now
+from ..core.stats import THROUGHPUT_WINDOW, queue_figures
 from ..models import Queue
-from ..ratelimit import queue_key
-from ..states import JobState
+from ..protocol.ratelimit import queue_key
+from ..protocol.states import JobState
 from .base import ConsoleAdmin
 from .display import EMPTY, admin_changelist_url, human_duration, relative
 from .outcome import Outcome, note_missing
 from .queue_config import QueueConfigForm
-from .stats import THROUGHPUT_WINDOW, queue_figures
 
 _WINDOW_MINUTES = int(THROUGHPUT_WINDOW.total_seconds() // 60)
 
@@ -184,7 +185,7 @@ class QueueAdmin(ConsoleAdmin):
             if queue.paused == pause:
                 outcome.skip("already paused" if pause else "not paused")
                 continue
-            changed = Queue.objects.pause(queue.name) if pause else Queue.objects.resume(queue.name)
+            changed = queue_moves.pause(queue.name) if pause else queue_moves.resume(queue.name)
             outcome.done_objects.append(changed)
         outcome.send(request)
 

@@ -20,9 +20,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ..core import limits
-from ..errors import OJSError
 from ..models import RateLimitOverride
-from ..ratelimit import KEY_PATTERN, parse_limit_fields
+from ..protocol.errors import OJSError
+from ..protocol.ratelimit import KEY_PATTERN, parse_limit_fields
 from .base import ConsoleAdmin
 
 PAGE_SIZE = 100

@@ -27,8 +27,9 @@ from django.views.decorators.cache import never_cache
 
 from ..conf import ojs_settings
 from ..core.clock import TxNow
+from ..core.workers import set_directive
 from ..models import Worker
-from ..states import JobState, WorkerState
+from ..protocol.states import JobState, WorkerState
 from .base import ConsoleAdmin
 from .display import EMPTY, admin_changelist_url, human_duration, relative
 from .outcome import Outcome, note_missing
@@ -155,7 +156,7 @@ class WorkerAdmin(ConsoleAdmin):
             reason = _refusal(worker, directive)
             if reason:
                 outcome.skip(reason)
-            elif Worker.objects.set_directive([worker.pk], directive):
+            elif set_directive([worker.pk], directive):
                 outcome.done_objects.append(worker)
             else:
                 outcome.skip("no longer registered")

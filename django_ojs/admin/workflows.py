@@ -22,9 +22,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from ..core import workflows as store
-from ..errors import OJSError
 from ..models import Workflow, WorkflowNode
-from ..workflows import COMPLETED, FAILED, Node
+from ..protocol.errors import OJSError
+from ..protocol.workflows import COMPLETED, FAILED, Node
 from .base import ConsoleAdmin
 from .display import EMPTY
 from .outcome import Outcome, apply_to_each

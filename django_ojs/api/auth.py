@@ -8,73 +8,17 @@ localhost); a warning says so at every start.
 from __future__ import annotations
 
 import datetime as dt
-import threading
-import time
 from typing import Any
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from ..conf import ojs_settings
-from ..keys import grants, hash_key
+from ..keys import grants
+from ..models import ApiKey
 
 # How often a key's last_used_at is refreshed: not a write per request.
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
-
-
-class KeyCache:
-    """Verified keys by digest, each for ``OJS["API_KEY_CACHE_SECONDS"]`` (0: off).
-
-    Per process: a request with a key this process verified recently costs
-    no query. The price is the bound on revocation: a key revoked (or its
-    scopes changed) in another process keeps working for at most that many
-    seconds in this one. This process forgets a key at once when it revokes
-    it (``ApiKeyManager.revoke``). Unknown and revoked keys are not cached,
-    so a newly issued key works at once.
-    """
-
-    MAX_ENTRIES = 1024
-
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, Any]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, digest: str) -> Any:
-        with self._lock:
-            entry = self._entries.get(digest)
-        return entry[1] if entry is not None and entry[0] > time.monotonic() else None
-
-    def put(self, digest: str, key: Any) -> None:
-        ttl = ojs_settings.API_KEY_CACHE_SECONDS
-        if ttl <= 0:
-            return
-        now = time.monotonic()
-        with self._lock:
-            if len(self._entries) >= self.MAX_ENTRIES:
-                self._entries = {d: e for d, e in self._entries.items() if e[0] > now}
-                if len(self._entries) >= self.MAX_ENTRIES:
-                    self._entries.clear()
-            self._entries[digest] = (now + ttl, key)
-
-    def forget(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-key_cache = KeyCache()
-
-
-def verify(secret: str) -> Any:
-    """The active ApiKey with this secret, or None; cached for a bounded time (``KeyCache``)."""
-    from ..models import ApiKey
-
-    digest = hash_key(secret)
-    key = key_cache.get(digest)
-    if key is None:
-        key = ApiKey.objects.filter(key_hash=digest, revoked_at__isnull=True).first()
-        if key is not None:
-            key_cache.put(digest, key)
-    return key
 
 
 class ApiKeyUser:
@@ -97,15 +41,13 @@ def authenticated_key(meta: Any) -> Any:
     or revoked key. With ``AUTH_REQUIRED`` off no header is read. Shared by the
     DRF views (``ApiKeyAuthentication``) and the lean hot endpoints (api/lean.py).
     """
-    from ..models import ApiKey
-
     header = meta.get("HTTP_AUTHORIZATION", "")
     if not header or not ojs_settings.AUTH_REQUIRED:
         return None
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise exceptions.AuthenticationFailed("the Authorization header must be 'Bearer <API key>'")
-    key = verify(secret.strip())
+    key = ApiKey.objects.verify(secret.strip())
     if key is None:
         raise exceptions.AuthenticationFailed("the API key is unknown or revoked")
     now = timezone.now()

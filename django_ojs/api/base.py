@@ -8,11 +8,10 @@ from typing import Any
 
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from uuid6 import uuid7
 
-from ..errors import Unsupported
+from ..protocol.errors import InvalidRequest, Unsupported
 from .auth import ApiKeyAuthentication, HasScope
-from .errors import exception_handler
+from .errors import OJS_VERSION, exception_handler, new_request_id
 from .media import (
     OJSContentNegotiation,
     OJSParser,
@@ -22,12 +21,7 @@ from .media import (
     check_string,
 )
 
-OJS_VERSION = "1.0"
 _CLIENT_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
-
-
-def new_request_id() -> str:
-    return f"req_{uuid7()}"
 
 
 def request_id_of(meta: Any) -> str:
@@ -55,8 +49,6 @@ def check_query(params: Any) -> None:
 
 def json_object(data: Any) -> dict[str, Any]:
     """A parsed request body, which must be a JSON object."""
-    from ..errors import InvalidRequest
-
     if not isinstance(data, dict):
         raise InvalidRequest("the request body must be a JSON object")
     return data

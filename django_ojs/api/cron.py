@@ -1,71 +1,21 @@
 """Cron registration, listing and removal (ojs-http-binding §13, ojs-cron §8).
 
-Both request shapes are accepted: openapi's ``expression`` + ``job_template``
-(what the conformance cases send) and the binding's and ojs-cron's ``cron`` +
-flat ``type``/``args``/``options``. Replies carry both spellings.
+Both request shapes are accepted (``protocol/cron_jobs.py``); replies carry both spellings.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
 from rest_framework.response import Response
 
-from ..core.schedules import OVERLAP_ALIASES, OVERLAP_POLICIES, CronSpec, validate_cron, validate_template
-from ..durations import format_timestamp
-from ..errors import InvalidRequest
+from ..core import schedules
 from ..models import CronJob
+from ..protocol.cron_jobs import parse_cron_request, validate_cron_name
+from ..protocol.durations import format_timestamp
+from ..protocol.errors import NotFound
 from .base import OJSView
 from .pagination import page_of
-
-NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9\-\.]*")  # ojs-cron §2.2, with fullmatch()
-
-
-def validate_cron_name(value: Any, where: str = "name") -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or len(value) > 255:
-        raise InvalidRequest(
-            f"{where} must be lowercase letters, digits, '-' and '.', starting with a letter or digit "
-            "(at most 255 characters)",
-            field=where,
-        )
-    return value
-
-
-def parse_cron_request(body: Mapping[str, Any]) -> CronSpec:
-    name = validate_cron_name(body.get("name"))
-    expression = body.get("expression", body.get("cron"))
-    if not isinstance(expression, str) or not expression.strip():
-        raise InvalidRequest("expression (or cron) must be a cron expression such as '0 9 * * *'",
-                             field="expression")
-    timezone = body.get("timezone", "UTC")
-    validate_cron(expression, timezone)
-    template = body.get("job_template")
-    if template is None:
-        template = {key: body[key] for key in ("type", "args", "meta", "options") if key in body}
-    policy = body.get("overlap_policy", "skip")
-    if isinstance(policy, str):
-        policy = OVERLAP_ALIASES.get(policy, policy)
-    if not isinstance(policy, str) or policy not in OVERLAP_POLICIES:
-        raise InvalidRequest(
-            f"overlap_policy must be one of {', '.join(sorted(OVERLAP_POLICIES))}", field="overlap_policy"
-        )
-    enabled = body.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise InvalidRequest("enabled must be true or false", field="enabled")
-    description = body.get("description") or ""
-    if not isinstance(description, str):
-        raise InvalidRequest("description must be a string", field="description")
-    return CronSpec(
-        name=name,
-        expression=expression.strip(),
-        timezone=timezone,
-        job_template=validate_template(template),
-        overlap_policy=policy,
-        enabled=enabled,
-        description=description,
-    )
 
 
 def render_cron(cron: CronJob) -> dict[str, Any]:
@@ -112,7 +62,7 @@ class CronListView(OJSView):
         )
 
     def post(self, request: Any) -> Response:
-        cron, created = CronJob.objects.register(parse_cron_request(self.body()))
+        cron, created = schedules.register(parse_cron_request(self.body()))
         rendered = render_cron(cron)
         return Response({"cron": rendered, "cron_job": rendered}, status=201 if created else 200)
 
@@ -123,12 +73,10 @@ class CronView(OJSView):
     def get(self, request: Any, name: str) -> Response:
         cron = CronJob.objects.filter(name=validate_cron_name(name)).first()
         if cron is None:
-            from ..errors import NotFound
-
             raise NotFound(f"cron job {name!r} not found", details={"resource_type": "cron", "resource_id": name})
         rendered = render_cron(cron)
         return Response({"cron": rendered, "cron_job": rendered})
 
     def delete(self, request: Any, name: str) -> Response:
-        cron = CronJob.objects.unregister(validate_cron_name(name))
+        cron = schedules.unregister(validate_cron_name(name))
         return Response({"deleted": True, "name": cron.name, "cron": render_cron(cron)})

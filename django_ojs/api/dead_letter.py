@@ -14,11 +14,13 @@ from django.db.models import Prefetch
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
-from ..durations import format_duration, format_timestamp
-from ..envelope import parse_job_ref, render_job, validate_queue_name
-from ..errors import InvalidRequest
+from ..core import control
+from ..core.stats import dead_letter_stats
 from ..models import Job, JobError
-from ..states import JobState
+from ..protocol.durations import format_duration, format_timestamp
+from ..protocol.envelope import parse_job_ref, render_job, validate_queue_name
+from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.states import JobState
 from .base import OJSView
 from .pagination import page_of
 
@@ -55,7 +57,7 @@ class DeadLetterStatsView(OJSView):
     """ojs-dead-letter §10.1."""
 
     def get(self, request: Any) -> Response:
-        stats = Job.objects.dead_letter_stats()
+        stats = dead_letter_stats()
         retention = ojs_settings.RETENTION
         return Response(
             {
@@ -78,7 +80,7 @@ class DeadLetterRetryView(OJSView):
     required_scope = "admin"
 
     def post(self, request: Any, job_id: str) -> Response:
-        job = Job.objects.resurrect(parse_job_ref(job_id, "id"))
+        job = control.resurrect(parse_job_ref(job_id, "id"))
         body = render_job(job)
         body["re_enqueued_at"] = body.get("enqueued_at")
         return Response({"job": body})
@@ -91,13 +93,11 @@ class DeadLetterJobView(OJSView):
         # By id alone (a state condition can make PostgreSQL walk every finished job: core/control._move).
         job = Job.objects.filter(id=parse_job_ref(job_id, "id")).first()
         if job is None or job.state != JobState.DISCARDED:
-            from ..errors import NotFound
-
             raise NotFound(f"dead letter job {job_id} not found",
                            details={"resource_type": "dead_letter_job", "resource_id": job_id})
         return Response({"job": render_job(job, errors=job.errors.all())})
 
     def delete(self, request: Any, job_id: str) -> Response:
         ref = parse_job_ref(job_id, "id")
-        Job.objects.purge_dead(ref)
+        control.purge_dead(ref)
         return Response({"deleted": True, "job_id": str(ref), "id": str(ref)})

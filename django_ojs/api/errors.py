@@ -21,10 +21,19 @@ from django.db.backends.signals import connection_created
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
+from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..errors import OJSError
-from ..outage import OutageWatch
+from ..observe.outage import OutageWatch
+from ..protocol.errors import OJSError
+
+# The binding's version this server speaks (OJS-Version on every response, ojs-http-binding §3.2).
+OJS_VERSION = "1.0"
+
+
+def new_request_id() -> str:
+    return f"req_{uuid7()}"
+
 
 logger = logging.getLogger("django_ojs.api")
 
@@ -153,8 +162,6 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
 
 def json_error(code: str, message: str, status: int) -> JsonResponse:
     """An error for paths no view answers (unknown URLs under /ojs/)."""
-    from .base import OJS_VERSION, new_request_id
-
     request_id = new_request_id()
     response = JsonResponse(error_body(code, message, request_id), status=status)
     response["Content-Type"] = ojs_settings.RESPONSE_MEDIA_TYPE

@@ -7,11 +7,15 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
-from ..envelope import check_batch_size, parse_batch, parse_job, parse_job_ref, render_job
-from ..errors import OJSError
+from ..core import control
+from ..core.progress import report_progress
+from ..core.push import push, push_many
 from ..models import Job
-from ..retry import parse_policy
-from ..tracing import traced_push
+from ..observe.tracing import traced_push
+from ..protocol.envelope import check_batch_size, parse_batch, parse_job, parse_job_ref, render_job
+from ..protocol.errors import InvalidRequest, NotFound, OJSError
+from ..protocol.progress import parse, view
+from ..protocol.retry import parse_policy
 from .base import AnsweringView, OJSView, Reply
 from .media import check_storable
 
@@ -52,11 +56,12 @@ class PushView(AnsweringView):
             max_bytes=ojs_settings.MAX_ENVELOPE_BYTES,
             size=getattr(self, "body_size", None),
         )
-        job = traced_push([spec], lambda: [Job.objects.push(spec)])[0]
+        job = traced_push([spec], lambda: [push(spec)])[0]
         reply = render_pushed(job)
         # ojs-unique-jobs §5.4: 200, not 201, when an existing job stands for this one.
         status = 200 if reply.get("deduplicated") else 201
         return Reply(reply, status, {"Location": job_location(job)})
+
 
 class BatchView(OJSView):
     required_scope = "enqueue"
@@ -92,7 +97,7 @@ class BatchView(OJSView):
             default_queue=ojs_settings.DEFAULT_QUEUE,
             default_retry=default_retry(),
         )
-        jobs = traced_push(specs, lambda: Job.objects.push_many(specs))
+        jobs = traced_push(specs, lambda: push_many(specs))
         entries = [render_pushed(job) for job in jobs]
         return Response(
             {
@@ -112,7 +117,7 @@ class JobView(OJSView):
         return Response({"job": render_job(job, errors=job.errors.all())})
 
     def delete(self, request: Any, job_id: str) -> Response:
-        job, previous = Job.objects.cancel(parse_job_ref(job_id, "id"))
+        job, previous = control.cancel(parse_job_ref(job_id, "id"))
         body = render_job(job)
         if previous is not None:
             body["previous_state"] = previous
@@ -123,15 +128,13 @@ class ActivateView(OJSView):
     required_scope = "enqueue"
 
     def post(self, request: Any, job_id: str) -> Response:
-        job = Job.objects.activate(parse_job_ref(job_id, "id"))
+        job = control.activate(parse_job_ref(job_id, "id"))
         body = render_job(job)
         body.update(previous_state="pending", activated_at=body.get("enqueued_at"))
         return Response({"job": body})
 
 
 def _get_job(job_id: str) -> Job:
-    from ..errors import NotFound
-
     ref = parse_job_ref(job_id, "id")
     job = Job.objects.filter(id=ref).first()
     if job is None:
@@ -153,10 +156,6 @@ class ProgressView(OJSView):
         return _progress_response(_get_job(job_id))
 
     def put(self, request: Any, job_id: str) -> Response:
-        from ..core.progress import report_progress
-        from ..errors import InvalidRequest
-        from ..progress import parse
-
         body = request.data
         report = parse(body)
         attempt = body.get("attempt")
@@ -171,8 +170,6 @@ class ProgressView(OJSView):
 
 
 def _progress_response(job: Job, **extra: Any) -> Response:
-    from ..progress import view
-
     shown = view(job.state, job.attempt, job.progress)
     response = Response({"job_id": str(job.id), "state": job.state, **shown, **extra})
     response["Cache-Control"] = "no-cache"

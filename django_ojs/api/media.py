@@ -14,7 +14,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 from ..conf import ojs_settings
-from ..errors import InvalidPayload, InvalidRequest, PayloadTooLarge
+from ..protocol.errors import InvalidPayload, InvalidRequest, PayloadTooLarge
 
 OJS_MEDIA_TYPE = "application/openjobspec+json"
 # Twice the envelope's own limit on args and meta (ojs-json-format §13.5):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import ojs_settings
-from ..errors import InvalidRequest
+from ..protocol.errors import InvalidRequest
 
 MAX_OFFSET = 10**9
 # Our cursors are ~24 characters; anything much longer was not issued here,

@@ -6,12 +6,13 @@ from typing import Any
 
 from rest_framework.response import Response
 
-from ..core import queue_config
+from ..core import queue_config, queues
 from ..core.queue_config import render_config
-from ..durations import format_timestamp
-from ..envelope import validate_queue_name
-from ..errors import InvalidRequest
+from ..core.stats import queue_stats
 from ..models import Queue
+from ..protocol.durations import format_timestamp
+from ..protocol.envelope import validate_queue_name
+from ..protocol.errors import InvalidRequest
 from .base import OJSView
 from .pagination import page_of
 
@@ -41,7 +42,7 @@ class QueueListView(OJSView):
 class QueueStatsView(OJSView):
     def get(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")
-        stats = Queue.objects.stats(name)
+        stats = queue_stats(name)
         computed_at = format_timestamp(stats.pop("computed_at"))
         queue = render_queue(Queue.objects.filter(name=name).first(), name)
         # openapi puts the counts on `queue`; the binding's prose under `stats`.
@@ -55,7 +56,7 @@ class QueueView(OJSView):
 
     def get(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")
-        stats = Queue.objects.stats(name)
+        stats = queue_stats(name)
         stats.pop("computed_at")
         body = render_queue(Queue.objects.filter(name=name).first(), name)
         body["state"] = body["status"]
@@ -91,7 +92,7 @@ class QueuePauseView(OJSView):
 
     def post(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")
-        queue = Queue.objects.pause(name) if self.pause else Queue.objects.resume(name)
+        queue = queues.pause(name) if self.pause else queues.resume(name)
         rendered = render_queue(queue, name)
         return Response({"queue": rendered, "status": rendered["status"]})
 

@@ -13,9 +13,9 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..core import limits
-from ..durations import parse_timestamp
-from ..errors import InvalidRequest, NotFound
-from ..ratelimit import KEY_PATTERN, MAX_KEY_LENGTH, parse_limit_fields
+from ..protocol.durations import parse_timestamp
+from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.ratelimit import KEY_PATTERN, MAX_KEY_LENGTH, parse_limit_fields
 from .base import OJSView
 from .pagination import page_of
 

@@ -12,13 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.outcome import Lease
-from ..core.workers import HeldJob, WorkerInfo
-from ..durations import parse_timestamp
-from ..envelope import parse_job_ref, validate_queue_name
-from ..errors import InvalidRequest
-from ..failure import Failure, parse_failure
-from ..states import WorkerState
+from ..core.types import HeldJob, Lease, WorkerInfo
+from ..protocol.durations import parse_timestamp
+from ..protocol.envelope import parse_job_ref, validate_queue_name
+from ..protocol.errors import InvalidRequest
+from ..protocol.failure import Failure, parse_failure
+from ..protocol.states import WorkerState
 
 MAX_WORKER_ID = 255
 MAX_ACTIVE_JOBS = 10_000

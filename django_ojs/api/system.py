@@ -9,12 +9,13 @@ from django.db import connection
 from django.http import HttpResponse
 from rest_framework.response import Response
 
-from .. import __version__
 from ..conf import ojs_settings
-from ..durations import format_timestamp
-from ..errors import InvalidRequest, NotFound
+from ..core.testing import reset_store
 from ..models import Event
-from ..workflows import MAX_DEPTH
+from ..protocol.durations import format_timestamp
+from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.workflows import MAX_DEPTH
+from ..version import __version__
 from .base import OJS_VERSION, OJSView
 from .errors import RETRY_AFTER, database_outage
 from .pagination import int_param
@@ -194,7 +195,6 @@ class ResetView(OJSView):
     def post(self, request: Any) -> Response:
         if not ojs_settings.TEST_HOOKS:
             raise NotFound("not found")
-        from ..core.testing import reset_store
 
         reset_store()
         return Response({"reset": True})
@@ -208,9 +208,10 @@ class MetricsView(OJSView):
     def get(self, request: Any) -> HttpResponse:
         if not ojs_settings.METRICS:
             raise NotFound('metrics are off: set OJS["METRICS"] = True (and install django-ojs[prometheus])')
+        # The "prometheus" extra: imported only with the metrics on.
         from prometheus_client import CONTENT_TYPE_LATEST
 
-        from ..metrics import exposition
+        from ..observe.metrics import exposition  # needs prometheus_client
 
         response = HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
         response["Cache-Control"] = "no-cache"

@@ -5,7 +5,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import cron, dead_letter, jobs, queues, rate_limits, system, workers, workflows
 from .errors import json_error
-from .lean import LeanPost
+from .plain_views import LeanPost
 
 
 @csrf_exempt

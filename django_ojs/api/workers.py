@@ -12,29 +12,30 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
-from ..core.limits import LimitReport
-from ..durations import format_timestamp
-from ..envelope import render_job
-from ..models import Job, Worker
-from ..states import JobState, WorkerState
+from ..core import settle, workers
+from ..core.claim import fetch
+from ..core.types import LimitReport
+from ..protocol.durations import format_timestamp
+from ..protocol.envelope import render_job
+from ..protocol.states import JobState, WorkerState
 from .base import AnsweringView, OJSView, Reply
 from .rate_limits import limit_headers
 from .requests import parse_ack, parse_fetch, parse_heartbeat, parse_nack, parse_worker_info, worker_id
 
 
 class FetchView(AnsweringView):
-    """FETCH. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
+    """FETCH. Served by ``api/plain_views.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
 
     required_scope = "worker"
 
     def answer(self, body: dict[str, Any]) -> Reply:
-        fetch = parse_fetch(body, max_count=ojs_settings.MAX_FETCH_COUNT)
+        asked = parse_fetch(body, max_count=ojs_settings.MAX_FETCH_COUNT)
         report = LimitReport()
-        jobs = Job.objects.fetch(
-            fetch.queues,
-            count=fetch.count,
-            worker_id=fetch.worker_id,
-            visibility_timeout=fetch.visibility_timeout,
+        jobs = fetch(
+            asked.queues,
+            count=asked.count,
+            worker_id=asked.worker_id,
+            visibility_timeout=asked.visibility_timeout,
             limit_report=report,
         )
         rendered = [render_job(job) for job in jobs]
@@ -43,14 +44,15 @@ class FetchView(AnsweringView):
             reply["job"] = rendered[0]
         return Reply(reply, 200, limit_headers(report))
 
+
 class AckView(AnsweringView):
-    """ACK. Served by ``api/lean.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
+    """ACK. Served by ``api/plain_views.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
 
     required_scope = "worker"
 
     def answer(self, body: dict[str, Any]) -> Reply:
         ack = parse_ack(body)
-        job = Job.objects.ack(ack.job_id, result=ack.result, lease=ack.lease)
+        job = settle.ack(ack.job_id, result=ack.result, lease=ack.lease)
         rendered = render_job(job)
         return Reply(
             {
@@ -63,12 +65,13 @@ class AckView(AnsweringView):
             }
         )
 
+
 class NackView(OJSView):
     required_scope = "worker"
 
     def post(self, request: Any) -> Response:
         nack = parse_nack(self.body())
-        job = Job.objects.fail(nack.job_id, nack.failure, lease=nack.lease, requeue=nack.requeue)
+        job = settle.fail(nack.job_id, nack.failure, lease=nack.lease, requeue=nack.requeue)
         rendered = render_job(job)
         body: dict[str, Any] = {
             "id": rendered["id"],
@@ -90,7 +93,7 @@ class HeartbeatView(OJSView):
 
     def post(self, request: Any) -> Response:
         beat = parse_heartbeat(self.body())
-        reply = Worker.objects.beat(
+        reply = workers.beat(
             beat.worker_id,
             state=beat.state,
             held=beat.held,
@@ -118,7 +121,7 @@ class RegisterView(OJSView):
 
     def post(self, request: Any) -> Response:
         body = self.body()
-        worker = Worker.objects.register(worker_id(body.get("worker_id"), required=True), parse_worker_info(body))
+        worker = workers.register(worker_id(body.get("worker_id"), required=True), parse_worker_info(body))
         return Response(
             {
                 "ok": True,
@@ -135,5 +138,5 @@ class DeregisterView(OJSView):
     required_scope = "worker"
 
     def post(self, request: Any) -> Response:
-        found = Worker.objects.deregister(worker_id(self.body().get("worker_id"), required=True))
+        found = workers.deregister(worker_id(self.body().get("worker_id"), required=True))
         return Response({"ok": True, "deregistered": found})

@@ -9,11 +9,11 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import workflows as store
-from ..durations import format_timestamp
-from ..errors import NotFound
 from ..models import Job, Workflow
-from ..states import JobState
-from ..workflows import COMPLETED, FAILED, PENDING, Node, parse
+from ..protocol.durations import format_timestamp
+from ..protocol.errors import NotFound
+from ..protocol.states import JobState
+from ..protocol.workflows import COMPLETED, FAILED, PENDING, Node, parse
 from .base import OJSView
 
 

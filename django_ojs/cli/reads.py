@@ -14,12 +14,12 @@ from typing import Any
 from django.db.models import Count, QuerySet
 from django.db.models.fields.json import KT
 
-from ..durations import format_timestamp
-from ..envelope import render_job
-from ..errors import InvalidRequest, NotFound
+from ..core.search import job_search
 from ..models import Job, Queue, Worker
-from ..search import job_search
-from ..states import TERMINAL, JobState
+from ..protocol.durations import format_timestamp
+from ..protocol.envelope import render_job
+from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.states import TERMINAL, JobState
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,6 @@ def list_workers(include_dead: bool = False) -> list[dict[str, Any]]:
         }
         for worker in rows
     ]
-
 
 
 def _uuid(value: str) -> uuid.UUID:

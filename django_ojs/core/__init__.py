@@ -1,5 +1,7 @@
-"""The core: every state change of a job, one transaction each.
+"""The core: every state change of a job, one transaction each, and the reads every door shares.
 
-Callers use the managers (``Job.objects.push()``, ``Worker.objects.beat()``,
-...); the modules here hold their implementations, one concern each.
+The operations are functions of these modules, which import the models at
+their top; the models' managers (``Job.objects.push()``, ...) delegate to
+them through ``operations.py``. ``engine.py`` decides whether PostgreSQL's
+one-statement paths (``pg/``) answer first.
 """

@@ -33,10 +33,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from ..states import JobState, Move, sources, target
+from ..models import Job, JobError
+from ..protocol.states import JobState, Move, sources, target
 from . import events
 from .clock import db_now
-from .control import cancel_changes, discard_changes, resurrect_changes
+from .moves import cancel_changes, discard_changes, resurrect_changes
 from .workflows import advance as advance_workflows
 
 BATCH_SIZE = 1_000
@@ -145,8 +146,6 @@ def _activate(manager: Any, rows: list[tuple[int, str, str | None]], report: Bul
 
 
 def _purge(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
-    from ..models import JobError
-
     seqs = [seq for seq, _, _ in rows]
     JobError.objects.filter(job_id__in=seqs).delete()
     manager.filter(seq__in=seqs).delete()
@@ -197,8 +196,6 @@ def bulk_move(
     answers in time (what is done stays done; running again goes on);
     ``on_batch`` is told the report after each committed batch (progress).
     """
-    from ..models import Job
-
     move = MOVES[name]
     allowed = sorted(move.allowed)
     manager = Job.objects

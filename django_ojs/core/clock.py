@@ -20,7 +20,9 @@ def db_now() -> dt.datetime:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
-            return parse_datetime(cursor.fetchone()[0]).replace(tzinfo=dt.UTC)
+            parsed = parse_datetime(cursor.fetchone()[0])
+            assert parsed is not None  # SQLite's own format
+            return parsed.replace(tzinfo=dt.UTC)
         cursor.execute("SELECT CURRENT_TIMESTAMP")
         return cursor.fetchone()[0].astimezone(dt.UTC)
 

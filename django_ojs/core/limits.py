@@ -29,20 +29,22 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, Max, Min, Q
 
-from ..durations import format_timestamp
-from ..failure import Failure
-from ..ratelimit import Budget, Limit, Usage, budget, limit_from_dict, parse_limit_fields, queue_key
-from ..states import JobState, Move, target
+from ..models import Job, JobError, Queue, RateLimitOverride, RateLimitStart
+from ..protocol.durations import format_timestamp
+from ..protocol.failure import Failure
+from ..protocol.ratelimit import Budget, Limit, Usage, budget, limit_from_dict, queue_key, size_of
+from ..protocol.states import JobState, Move, target
 from . import events
-from .queue_config import settings_of
-
-if TYPE_CHECKING:
-    from ..models import Job
+from .clock import db_now
+from .overrides import with_override, with_overrides
+from .queue_settings import forget, limit_of, settings_of
+from .types import LimitReport
+from .workflows import advance
 
 # The advisory lock space of rate limit keys ("OJSR"): pg_try_advisory_xact_lock(int, int).
 LOCK_CLASS = 0x4F4A5352
@@ -50,32 +52,6 @@ LOCK_CLASS = 0x4F4A5352
 EXCEEDED_EVENT_INTERVAL = 1.0
 # When a concurrency limit reschedules a job, it is due again after this long.
 RESCHEDULE_WITHOUT_HINT = dt.timedelta(seconds=1)
-
-
-@dataclass
-class LimitReport:
-    """What held FETCH back, for the binding's rate limit headers (§10.4)."""
-
-    key: str | None = None
-    limit: int | None = None
-    remaining: int | None = None
-    reset_at: dt.datetime | None = None
-    now: dt.datetime | None = None  # the database's time of the decision
-
-    def note(self, key: str, limit: Limit, verdict: Budget, now: dt.datetime) -> None:
-        """Keep the limit that allows the next start soonest."""
-        sooner = verdict.retry_at is not None and (self.reset_at is None or verdict.retry_at < self.reset_at)
-        if self.key is None or sooner:
-            self.key, self.remaining, self.reset_at = key, verdict.remaining, verdict.retry_at
-            self.limit = _limit_size(limit, verdict.strategy)
-            self.now = now
-
-    def seconds_to_wait(self, unknown: float) -> float:
-        """How long until a held job may start; ``unknown`` when only a finishing job can tell
-        (a concurrency limit)."""
-        if self.reset_at is None or self.now is None:
-            return unknown
-        return max(0.0, (self.reset_at - self.now).total_seconds())
 
 
 @dataclass
@@ -118,7 +94,7 @@ class Held:
         return bool(admission.held_seqs) and not admission.queue_exhausted and self.probes < self.MAX_PROBES
 
 
-def admit(manager: Any, queue: str, rows: list[Job], now: dt.datetime, report: LimitReport | None = None) -> Admission:
+def admit(queue: str, rows: list[Job], now: dt.datetime, report: LimitReport | None = None) -> Admission:
     """Split locked candidate ``rows`` of ``queue`` into those that may start now and the rest."""
     if not rows:
         return Admission(rows)
@@ -129,12 +105,12 @@ def admit(manager: Any, queue: str, rows: list[Job], now: dt.datetime, report: L
     for row in rows:
         if row.rate_key and row.rate_key not in limits:
             # Jobs sharing a key should share its policy; the first one seen decides.
-            limits[row.rate_key] = limit_from_dict({**row.rate_limit, "key": row.rate_key})
+            limits[row.rate_key] = limit_from_dict({**(row.rate_limit or {}), "key": row.rate_key})
     limits = with_overrides(limits)
     if queue_limit is not None:
         limits[queue_limit.key] = _tightest(queue_limit, limits.get(queue_limit.key))
     locked = _try_lock(sorted(limits))
-    usages = {key: _usage(manager, limits[key], queue, now) for key in locked}
+    usages = {key: _usage(limits[key], queue, now) for key in locked}
     budgets = {key: budget(limits[key], usages[key], now) for key in locked}
     result = Admission([])
     aside: list[tuple[Job, Limit, Budget]] = []
@@ -159,7 +135,7 @@ def admit(manager: Any, queue: str, rows: list[Job], now: dt.datetime, report: L
             if blocking == row.rate_key and limits[blocking].on_limit != "wait":
                 aside.append((row, limits[blocking], budgets[blocking]))
     _log_starts(result.admitted, queue_limit, limits, now)
-    _set_aside(manager, aside, now)
+    _set_aside(aside, now)
     _report_exceeded(queue, {key: budgets[key] for key in result.blocked_keys if key in budgets}, limits, now)
     return result
 
@@ -173,45 +149,10 @@ def _started(usage: Usage, now: dt.datetime) -> Usage:
     )
 
 
-def with_overrides(limits: dict[str, Limit]) -> dict[str, Limit]:
-    """Lay each key's unexpired operator override (§10.2) over its limit."""
-    from ..models import RateLimitOverride
-
-    if not limits:
-        return limits
-    rows = RateLimitOverride.objects.filter(key__in=list(limits)).filter(_in_force())
-    out = dict(limits)
-    for row in rows:
-        out[row.key] = _overridden(out[row.key], row.limits)
-    return out
-
-
-def _in_force() -> Q:
-    """An override not expired by the database clock, read in the same statement (no round trip for it)."""
-    from .clock import TxNow
-
-    return Q(expires_at__isnull=True) | Q(expires_at__gt=TxNow())
-
-
-def with_override(key: str, limit: Limit | None) -> Limit | None:
-    """One key's limit with its override, if any; an override alone makes a limit."""
-    from ..models import RateLimitOverride
-
-    row = RateLimitOverride.objects.filter(key=key).filter(_in_force()).first()
-    if row is None:
-        return limit
-    return _overridden(limit or Limit(key=key), row.limits)
-
-
-def usage_of(manager: Any, limit: Limit, now: dt.datetime) -> Usage:
+def usage_of(limit: Limit, now: dt.datetime) -> Usage:
     """A key's usage now, for inspection (§10.1)."""
     queue = limit.key.removeprefix("queue:") if limit.key.startswith("queue:") else None
-    return _usage(manager, limit, queue, now)
-
-
-def _overridden(limit: Limit, stored: dict[str, Any]) -> Limit:
-    parsed = parse_limit_fields(stored, "override", key=limit.key)
-    return limit.overridden({name: getattr(parsed, name) for name in stored})
+    return _usage(limit, queue, now)
 
 
 def _tightest(queue_limit: Limit, job_limit: Limit | None) -> Limit:
@@ -245,15 +186,14 @@ def _try_lock(keys: Sequence[str]) -> set[str]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def _usage(manager: Any, limit: Limit, queue: str | None, now: dt.datetime) -> Usage:
-    from ..models import RateLimitStart
+def _usage(limit: Limit, queue: str | None, now: dt.datetime) -> Usage:
 
     active = 0
     if limit.concurrency is not None:
         if limit.key == queue_key(queue or ""):
-            active = manager.filter(queue=queue, state=JobState.ACTIVE).count()
+            active = Job.objects.filter(queue=queue, state=JobState.ACTIVE).count()
         else:
-            active = manager.filter(rate_key=limit.key, state=JobState.ACTIVE).count()
+            active = Job.objects.filter(rate_key=limit.key, state=JobState.ACTIVE).count()
     if not limit.counts_starts:
         return Usage(active=active)
     window_start = now - limit.rate.period if limit.rate else now
@@ -266,7 +206,6 @@ def _usage(manager: Any, limit: Limit, queue: str | None, now: dt.datetime) -> U
 
 
 def _log_starts(admitted: Iterable[Job], queue_limit: Limit | None, limits: dict[str, Limit], now: dt.datetime) -> None:
-    from ..models import RateLimitStart
 
     entries = []
     for row in admitted:
@@ -279,9 +218,8 @@ def _log_starts(admitted: Iterable[Job], queue_limit: Limit | None, limits: dict
         RateLimitStart.objects.bulk_create(entries)
 
 
-def _set_aside(manager: Any, aside: list[tuple[Job, Limit, Budget]], now: dt.datetime) -> None:
+def _set_aside(aside: list[tuple[Job, Limit, Budget]], now: dt.datetime) -> None:
     """``on_limit`` "reschedule" (-> scheduled when the limit allows) and "drop" (-> discarded)."""
-    from ..models import JobError
 
     if not aside:
         return
@@ -311,11 +249,10 @@ def _set_aside(manager: Any, aside: list[tuple[Job, Limit, Budget]], now: dt.dat
         batch_events.append(
             events.other_event("rate_limit.dropped", now, queue=job.queue, key=limit.key, job_id=str(job.id), job_type=job.type)
         )
-    manager.bulk_update([job for job, _, _ in aside], ["state", "run_at", "scheduled_at", "finished_at", "error", "unique_states"])
+    Job.objects.bulk_update([job for job, _, _ in aside], ["state", "run_at", "scheduled_at", "finished_at", "error", "unique_states"])
     JobError.objects.bulk_create(history)
     events.record(batch_events)
-    from .workflows import advance  # a dropped workflow step fails its step (job rows are locked)
-
+    # A dropped workflow step fails its step (its job row is locked).
     advance({job.seq: job.state for job, _, _ in aside})
 
 
@@ -340,17 +277,10 @@ def _report_exceeded(queue: str, held: dict[str, Budget], limits: dict[str, Limi
             queue=queue,
             key=key,
             strategy=held[key].strategy,
-            limit=_limit_size(limits[key], held[key].strategy),
+            limit=size_of(limits[key], held[key].strategy),
         )
         for key in due
     )
-
-
-def _limit_size(limit: Limit, strategy: str | None) -> int | None:
-    if strategy == "concurrency":
-        return limit.concurrency
-    window = limit.rate if strategy == "rate" else limit.throttle if strategy == "throttle" else None
-    return window.limit if window else None
 
 
 # -- inspection and overrides (§10) ------------------------------------------------
@@ -364,8 +294,6 @@ def known_limit(key: str) -> Limit | None:
     A queue key (``queue:<name>``) is the queue's configuration; any other
     key takes the policy of its oldest live job. Overrides lie on top.
     """
-    from ..models import Job, Queue
-    from .queue_config import limit_of
 
     base: Limit | None = None
     if key.startswith("queue:"):
@@ -381,14 +309,12 @@ def known_limit(key: str) -> Limit | None:
 
 def inspect(key: str) -> dict[str, Any] | None:
     """The state of one key (§10.1): its limits with their usage, and its waiting jobs."""
-    from ..models import Job, RateLimitOverride
-    from .clock import db_now
 
     limit = known_limit(key)
     if limit is None:
         return None
     now = db_now()
-    usage = usage_of(Job.objects, limit, now)
+    usage = usage_of(limit, now)
     verdict = budget(limit, usage, now)
     out: dict[str, Any] = {"key": key, "on_limit": limit.on_limit}
     if limit.concurrency is not None:
@@ -421,7 +347,6 @@ def inspect(key: str) -> dict[str, Any] | None:
 
 def keys() -> list[str]:
     """Every key something limits: live jobs' keys, configured queues, overrides (sorted)."""
-    from ..models import Job, Queue, RateLimitOverride
 
     found = set(
         Job.objects.filter(rate_key__isnull=False)
@@ -434,13 +359,11 @@ def keys() -> list[str]:
     )
     found |= {queue_key(name) for name in limited.values_list("name", flat=True)}
     found |= set(RateLimitOverride.objects.values_list("key", flat=True))
-    return sorted(found)
+    return sorted(key for key in found if key)
 
 
 def set_override(key: str, limits: dict[str, Any], expires_at: dt.datetime | None) -> None:
     """Store an operator's override of ``key`` (validated by ``parse_limit_fields``)."""
-    from ..models import RateLimitOverride
-    from .clock import db_now
 
     with transaction.atomic():
         now = db_now()
@@ -454,7 +377,6 @@ def set_override(key: str, limits: dict[str, Any], expires_at: dt.datetime | Non
 
 
 def clear_override(key: str) -> bool:
-    from ..models import RateLimitOverride
 
     deleted, _ = RateLimitOverride.objects.filter(key=key).delete()
     _forget_queue(key)
@@ -463,7 +385,6 @@ def clear_override(key: str) -> bool:
 
 def prune_starts(now: dt.datetime, limit: int) -> int:
     """Delete up to ``limit`` start records no window can reach any more (the reaper's prune loop)."""
-    from ..models import RateLimitStart
 
     seqs = list(RateLimitStart.objects.filter(expires_at__lt=now).order_by("expires_at").values_list("seq", flat=True)[:limit])
     deleted, _ = RateLimitStart.objects.filter(seq__in=seqs).delete() if seqs else (0, None)
@@ -471,7 +392,6 @@ def prune_starts(now: dt.datetime, limit: int) -> int:
 
 
 def _forget_queue(key: str) -> None:
-    from .queue_config import forget
 
     if key.startswith("queue:"):
         forget(key.removeprefix("queue:"))

@@ -1,6 +1,6 @@
-"""The transitions only time triggers: what ``manage.py ojs_reaper`` runs each tick.
+"""The transitions only time triggers: what ``manage.py ojs_reaper`` runs each tick, one function per duty.
 
-Each method moves at most ``limit`` rows in one transaction, taking them
+Each function moves at most ``limit`` rows in one transaction, taking them
 with ``FOR UPDATE SKIP LOCKED`` from a partial index, so several reapers
 share the work without doing any row twice and none blocks a worker
 (DESIGN invariant 6). Each returns how many rows it moved; the reaper calls
@@ -13,131 +13,188 @@ import datetime as dt
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, Value
 
 from ..conf import ojs_settings
-from ..failure import Failure
-from ..states import WAITING, JobState, Move, sources, target
+from ..models import Event, Job, JobError, Worker, Workflow, WorkflowNode
+from ..protocol.failure import Failure
+from ..protocol.states import WAITING, JobState, Move, sources, target
+from ..protocol.workflows import DONE
 from . import events, limits
 from .clock import TxNow, db_now, restarted_within
-from .outcome import Settle, expire_rows, settle_rows
+from .settle import expire_rows, settle_rows
+from .types import Settle
+from .workers import recover_jobs
 
 
-class MaintenanceMixin:
-    def promote_due(self, limit: int) -> int:
-        """scheduled/retryable -> available once their time has come."""
-        with transaction.atomic():
-            due = list(
-                self.select_for_update(skip_locked=True)
-                .filter(state__in=sources(Move.PROMOTE), run_at__lte=TxNow())
-                .order_by("run_at")
-                .values_list("seq", flat=True)[:limit]
+def promote_due(limit: int) -> int:
+    """scheduled/retryable -> available once their time has come."""
+    with transaction.atomic():
+        due = list(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(state__in=sources(Move.PROMOTE), run_at__lte=TxNow())
+            .order_by("run_at")
+            .values_list("seq", flat=True)[:limit]
+        )
+        if due:
+            now = db_now()
+            Job.objects.filter(seq__in=due).update(state=target(Move.PROMOTE), enqueued_at=now, run_at=None)
+            events.record_for_jobs(
+                "job.enqueued",
+                due,
+                now,
+                lambda: (events.job_event("job.enqueued", job, now) for job in Job.objects.filter(seq__in=due)),
             )
-            if due:
-                now = db_now()
-                self.filter(seq__in=due).update(state=target(Move.PROMOTE), enqueued_at=now, run_at=None)
-                events.record_for_jobs(
-                    "job.enqueued",
-                    due,
-                    now,
-                    lambda: (events.job_event("job.enqueued", job, now) for job in self.filter(seq__in=due)),
-                )
-        return len(due)
+    return len(due)
 
-    def expire_overdue(self, limit: int) -> int:
-        """Discard waiting jobs whose ``expires_at`` passed (ojs-core §5.2)."""
-        with transaction.atomic():
-            rows = self._locked(state__in=WAITING, expires_at__lte=TxNow(), order="expires_at", limit=limit)
-            return expire_rows(self, rows, _now_of(rows))
 
-    def requeue_lapsed(self, limit: int) -> int:
-        """Active jobs whose visibility timeout passed without ACK or FAIL.
+def expire_overdue(limit: int) -> int:
+    """Discard waiting jobs whose ``expires_at`` passed (ojs-core §5.2)."""
+    with transaction.atomic():
+        rows = _locked(state__in=WAITING, expires_at__lte=TxNow(), order="expires_at", limit=limit)
+        return expire_rows(rows, rows[0].db_now) if rows else 0
 
-        ojs-worker-protocol §5.5: back to ``available`` with a
-        ``visibility_timeout`` error, or ``discarded`` once the attempts
-        (charged at claim) are exhausted, so a poison job cannot loop.
-        Not while the database server has been up for less than a heartbeat
-        timeout: heartbeats could not extend leases while it was down
-        (``restarted_within``).
-        """
-        if restarted_within(ojs_settings.HEARTBEAT_TIMEOUT):
+
+def requeue_lapsed(limit: int) -> int:
+    """Active jobs whose visibility timeout passed without ACK or FAIL.
+
+    ojs-worker-protocol §5.5: back to ``available`` with a
+    ``visibility_timeout`` error, or ``discarded`` once the attempts
+    (charged at claim) are exhausted, so a poison job cannot loop.
+    Not while the database server has been up for less than a heartbeat
+    timeout: heartbeats could not extend leases while it was down
+    (``restarted_within``).
+    """
+    if restarted_within(ojs_settings.HEARTBEAT_TIMEOUT):
+        return 0
+    with transaction.atomic():
+        rows = _locked(
+            state=JobState.ACTIVE, lease_expires_at__lte=TxNow(), order="lease_expires_at", limit=limit
+        )
+        return settle_rows([(job, _lapsed(job), Settle.REQUEUE) for job in rows], rows[0].db_now) if rows else 0
+
+
+def fail_timed_out(limit: int) -> int:
+    """Active jobs past their execution timeout fail with type ``timeout`` (ojs-timeouts §7.1).
+
+    The server's deadline is ``started_at + timeout`` with no grace: the
+    worker enforces its own grace period before that (README, "Decisions").
+    """
+    with transaction.atomic():
+        rows = _locked(state=JobState.ACTIVE, deadline_at__lte=TxNow(), order="deadline_at", limit=limit)
+        if not rows:
             return 0
-        with transaction.atomic():
-            rows = self._locked(
-                state=JobState.ACTIVE, lease_expires_at__lte=TxNow(), order="lease_expires_at", limit=limit
-            )
-            return settle_rows(self, [(job, _lapsed(job), Settle.REQUEUE) for job in rows], _now_of(rows))
+        now = rows[0].db_now
+        return settle_rows([(job, _timed_out(job, now), Settle.POLICY) for job in rows], now)
 
-    def fail_timed_out(self, limit: int) -> int:
-        """Active jobs past their execution timeout fail with type ``timeout`` (ojs-timeouts §7.1).
 
-        The server's deadline is ``started_at + timeout`` with no grace: the
-        worker enforces its own grace period before that (README, "Decisions").
-        """
-        with transaction.atomic():
-            rows = self._locked(state=JobState.ACTIVE, deadline_at__lte=TxNow(), order="deadline_at", limit=limit)
-            now = _now_of(rows)
-            return settle_rows(self, [(job, _timed_out(job, now), Settle.POLICY) for job in rows], now)
+def prune(limit: int) -> dict[str, int]:
+    """Delete finished jobs and events past their retention (``OJS["RETENTION"]``)."""
+    retention = ojs_settings.RETENTION
+    now = db_now()
+    pruned = {}
+    for state, key, dead_letter in (
+        (JobState.COMPLETED, "completed", None),
+        (JobState.CANCELLED, "cancelled", None),
+        (JobState.DISCARDED, "discarded", False),
+        (JobState.DISCARDED, "dead_letter", True),
+    ):
+        older = Job.objects.filter(state=state, finished_at__lt=now - dt.timedelta(seconds=retention[key]))
+        if dead_letter is not None:
+            older = older.filter(dead_letter=dead_letter)
+        pruned[key] = _delete_jobs(older.order_by("finished_at"), limit)
+    pruned["dead_letter"] += _cap_dead_letter(retention["dead_letter_max_count"], limit)
+    pruned["events"] = _prune_events(now - dt.timedelta(seconds=retention["events"]), limit)
+    pruned["dead_workers"] = prune_dead_workers(limit)
+    pruned["rate_limit_starts"] = limits.prune_starts(now, limit)
+    keep = retention.get("workflows", retention["completed"])
+    pruned["workflows"] = _prune_workflows(now - dt.timedelta(seconds=keep), limit)
+    return pruned
 
-    def prune(self, limit: int) -> dict[str, int]:
-        """Delete finished jobs and events past their retention (``OJS["RETENTION"]``)."""
-        from ..models import Worker
 
-        retention = ojs_settings.RETENTION
+def _cap_dead_letter(max_count: int, limit: int) -> int:
+    """ojs-dead-letter §5.1: beyond ``max_count`` the oldest dead letters go first."""
+    dead = Job.objects.filter(state=JobState.DISCARDED, dead_letter=True)
+    excess = dead.count() - max_count
+    if excess <= 0:
+        return 0
+    return _delete_jobs(dead.order_by("finished_at"), min(excess, limit))
+
+
+def _delete_jobs(queryset: Any, limit: int) -> int:
+    """Delete up to ``limit`` jobs and their history.
+
+    ``_raw_delete`` skips Django's collector, which would first load every
+    related error row; the history is deleted explicitly, in the same
+    transaction.
+    """
+    with transaction.atomic():
+        seqs = list(queryset.select_for_update(skip_locked=True).values_list("seq", flat=True)[:limit])
+        if not seqs:
+            return 0
+        JobError.objects.filter(job_id__in=seqs)._raw_delete(JobError.objects.db)
+        return Job.objects.filter(seq__in=seqs)._raw_delete(Job.objects.db)
+
+
+def _locked(*, order: str, limit: int, **conditions: Any) -> list[Any]:
+    return list(
+        Job.objects.select_for_update(skip_locked=True)
+        .filter(**conditions)
+        .annotate(db_now=TxNow())
+        .order_by(order)[:limit]
+    )
+
+
+def reap_dead_workers(limit: int) -> int:
+    """Declare workers silent past the heartbeat timeout dead; recover their jobs at once.
+
+    ojs-worker-protocol §10.2: each job goes back to ``available`` (or is
+    discarded when its attempts are exhausted; the attempt was charged at
+    claim) with a ``worker_death`` error. The worker row stays, marked
+    dead (see ``Worker.declared_dead_at``). A dead worker whose jobs
+    could not all be recovered in one batch (too many, or some being
+    settled right now) is taken again at the next tick until it holds
+    none. Silence is not judged while the database server has been up
+    for less than a heartbeat timeout (``restarted_within``).
+    """
+    timeout = ojs_settings.HEARTBEAT_TIMEOUT
+    silent = Q(declared_dead_at__isnull=True, last_heartbeat_at__lt=TxNow() - Value(dt.timedelta(seconds=timeout)))
+    if restarted_within(timeout):
+        silent = Q(pk__in=[])
+    holding = Exists(Job.objects.filter(state=JobState.ACTIVE, worker_id=OuterRef("id")))
+    with transaction.atomic():
+        workers = list(
+            Worker.objects.alias(has_jobs=holding)
+            .filter(silent | Q(declared_dead_at__isnull=False, has_jobs=True))
+            .select_for_update(skip_locked=True)
+            .order_by("last_heartbeat_at")[:limit]
+        )
+        if not workers:
+            return 0
         now = db_now()
-        pruned = {}
-        for state, key, dead_letter in (
-            (JobState.COMPLETED, "completed", None),
-            (JobState.CANCELLED, "cancelled", None),
-            (JobState.DISCARDED, "discarded", False),
-            (JobState.DISCARDED, "dead_letter", True),
-        ):
-            older = self.filter(state=state, finished_at__lt=now - dt.timedelta(seconds=retention[key]))
-            if dead_letter is not None:
-                older = older.filter(dead_letter=dead_letter)
-            pruned[key] = self._delete_jobs(older.order_by("finished_at"), limit)
-        pruned["dead_letter"] += self._cap_dead_letter(retention["dead_letter_max_count"], limit)
-        pruned["events"] = _prune_events(now - dt.timedelta(seconds=retention["events"]), limit)
-        pruned["dead_workers"] = Worker.objects.prune_dead(limit)
-        pruned["rate_limit_starts"] = limits.prune_starts(now, limit)
-        keep = retention.get("workflows", retention["completed"])
-        pruned["workflows"] = _prune_workflows(now - dt.timedelta(seconds=keep), limit)
-        return pruned
-
-    def _cap_dead_letter(self, max_count: int, limit: int) -> int:
-        """ojs-dead-letter §5.1: beyond ``max_count`` the oldest dead letters go first."""
-        dead = self.filter(state=JobState.DISCARDED, dead_letter=True)
-        excess = dead.count() - max_count
-        if excess <= 0:
-            return 0
-        return self._delete_jobs(dead.order_by("finished_at"), min(excess, limit))
-
-    def _delete_jobs(self, queryset: Any, limit: int) -> int:
-        """Delete up to ``limit`` jobs and their history.
-
-        ``_raw_delete`` skips Django's collector, which would first load every
-        related error row; the history is deleted explicitly, in the same
-        transaction.
-        """
-        from ..models import JobError
-
-        with transaction.atomic():
-            seqs = list(queryset.select_for_update(skip_locked=True).values_list("seq", flat=True)[:limit])
-            if not seqs:
-                return 0
-            JobError.objects.filter(job_id__in=seqs)._raw_delete(JobError.objects.db)
-            return self.filter(seq__in=seqs)._raw_delete(self.db)
-
-    def _locked(self, *, order: str, limit: int, **conditions: Any) -> list[Any]:
-        return list(
-            self.select_for_update(skip_locked=True)
-            .filter(**conditions)
-            .annotate(db_now=TxNow())
-            .order_by(order)[:limit]
+        newly_dead = [worker for worker in workers if worker.declared_dead_at is None]
+        if newly_dead:
+            Worker.objects.filter(id__in=[worker.id for worker in newly_dead]).update(declared_dead_at=now)
+            events.record(events.worker_event("worker.stopped", w, now, reason="dead") for w in newly_dead)
+        return recover_jobs(
+            [worker.id for worker in workers],
+            now,
+            f"worker missed heartbeats for over {timeout}s and was declared dead",
+            limit=limit,
         )
 
 
-def _now_of(rows: list[Any]) -> dt.datetime | None:
-    return rows[0].db_now if rows else None
+def prune_dead_workers(limit: int) -> int:
+    """Delete rows of workers declared dead longer ago than ``RETENTION["dead_workers"]``."""
+    keep = dt.timedelta(seconds=ojs_settings.RETENTION["dead_workers"])
+    with transaction.atomic():
+        ids = list(
+            Worker.objects.filter(declared_dead_at__lt=TxNow() - Value(keep))
+            .exclude(Exists(Job.objects.filter(state=JobState.ACTIVE, worker_id=OuterRef("id"))))
+            .select_for_update(skip_locked=True)
+            .values_list("id", flat=True)[:limit]
+        )
+        return Worker.objects.filter(id__in=ids).delete()[0] if ids else 0
 
 
 def _lapsed(job: Any) -> Failure:
@@ -171,17 +228,12 @@ def _prune_events(before: dt.datetime, limit: int) -> int:
     stale rows. An event stamped by a transaction that ran long may sit behind
     newer ones; it goes when they have gone -- never early, at worst late.
     """
-    from ..models import Event
-
     oldest = Event.objects.order_by("seq").values("seq")[:limit]
     return Event.objects.filter(seq__in=oldest, time__lt=before)._raw_delete(Event.objects.db)
 
 
 def _prune_workflows(before: dt.datetime, limit: int) -> int:
     """Delete workflows that ended before ``before``, their nodes first (no collector)."""
-    from ..models import Workflow, WorkflowNode
-    from ..workflows import DONE
-
     with transaction.atomic():
         ids = list(
             Workflow.objects.select_for_update(skip_locked=True)

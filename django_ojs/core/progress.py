@@ -8,9 +8,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Value
 
-from ..durations import format_timestamp, parse_timestamp
-from ..progress import EVENT_INTERVAL, Report, merge
-from ..states import JobState
+from ..models import Job
+from ..protocol.durations import format_timestamp, parse_timestamp
+from ..protocol.progress import EVENT_INTERVAL, Report, merge
+from ..protocol.states import JobState
 from . import events
 from .clock import db_now
 
@@ -25,8 +26,6 @@ def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, 
     lease as a heartbeat would (§6.3), and records ``job.progress`` at most
     once a second per job (§6.2; the value itself is always stored).
     """
-    from ..models import Job
-
     with transaction.atomic():
         # By id alone, the state checked here: a state condition let PostgreSQL walk an
         # index of states whose statistics predate the backlog (tests/core/test_query_plans.py).

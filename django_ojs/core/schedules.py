@@ -11,219 +11,189 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from ..conf import ojs_settings
-from ..cron import CronError, parse_schedule, validate_timezone
-from ..durations import format_timestamp
-from ..envelope import parse_job
-from ..errors import InvalidRequest, NotFound, OJSError
-from ..retry import parse_policy
-from ..states import TERMINAL
+from ..models import CronJob, Job
+from ..protocol.cron import CronError, parse_schedule, validate_timezone
+from ..protocol.cron_jobs import CronSpec
+from ..protocol.durations import format_timestamp
+from ..protocol.envelope import JobSpec, parse_job
+from ..protocol.errors import NotFound, OJSError
+from ..protocol.retry import parse_policy
+from ..protocol.states import TERMINAL
 from . import events
 from .clock import TxNow, db_now
-
-if TYPE_CHECKING:
-    from ..models import CronJob
+from .control import cancel
+from .push import push
 
 logger = logging.getLogger("django_ojs.cron")
 
-OVERLAP_POLICIES = frozenset({"skip", "allow", "cancel_previous", "enqueue"})
-OVERLAP_ALIASES = {"cancel": "cancel_previous"}  # openapi spells it "cancel"
 
-
-@dataclass(frozen=True)
-class CronSpec:
-    """A validated registration."""
-
-    name: str
-    expression: str
-    timezone: str
-    job_template: dict[str, Any]
-    overlap_policy: str = "skip"
-    enabled: bool = True
-    description: str = ""
-
-
-def validate_template(template: object) -> dict[str, Any]:
-    """The job each occurrence enqueues must itself be a valid PUSH body."""
-    if not isinstance(template, Mapping):
-        raise InvalidRequest("job_template must be an object with type and args", field="job_template")
-    if template.get("id") is not None:
-        raise InvalidRequest("a cron job template cannot fix the job id", field="job_template.id")
-    body = {"args": [], **template}
-    parse_job(body, path="job_template.")
-    return dict(body)
-
-
-def validate_cron(expression: object, timezone: object) -> None:
-    try:
-        validate_timezone(timezone)
-        parse_schedule(expression)
-    except CronError as exc:
-        raise InvalidRequest(str(exc), field="expression") from None
-
-
-class CronJobManager(models.Manager):
-    def register(self, spec: CronSpec) -> tuple[CronJob, bool]:
-        """Create or update a schedule by name (ojs-cron §8.1 upsert); True when created."""
-        with transaction.atomic():
-            now = db_now()
-            fields = _fields(spec, now)
-            cron, created = self.update_or_create(
-                name=spec.name, defaults=fields, create_defaults={**fields, "created_at": now}
-            )
-        return cron, created
-
-    def sync_from_code(self, specs: Sequence[CronSpec]) -> dict[str, list[str]]:
-        """Make the schedules declared in code the store's: ``{"added", "changed", "removed", "unchanged"}``.
-
-        Only rows marked ``from_code`` are changed or removed; a code schedule
-        whose name an HTTP registration took takes it over (and says so in
-        the log). An unchanged schedule keeps its ``next_run_at``, so a
-        reaper restart neither skips nor repeats an occurrence. Several
-        reapers may start at once: the rows are locked in name order, and one
-        that loses the race to create a row retries once, finding it locked.
-        """
-        for attempt in (1, 2):
-            try:
-                return self._sync_from_code(specs)
-            except IntegrityError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _sync_from_code(self, specs: Sequence[CronSpec]) -> dict[str, list[str]]:
-        wanted = {spec.name: spec for spec in specs}
-        outcome: dict[str, list[str]] = {"added": [], "changed": [], "removed": [], "unchanged": []}
-        with transaction.atomic():
-            rows = {
-                cron.name: cron
-                for cron in self.select_for_update()
-                .filter(Q(from_code=True) | Q(name__in=list(wanted)))
-                .order_by("name")
-            }
-            now = db_now()
-            for name, spec in sorted(wanted.items()):
-                row = rows.get(name)
-                if row is not None and row.from_code and _same(row, spec):
-                    outcome["unchanged"].append(name)
-                    continue
-                if row is not None and not row.from_code:
-                    logger.warning("cron %s was registered over HTTP; the schedule declared in code replaces it", name)
-                fields = _fields(spec, now)
-                if row is None:
-                    self.create(name=name, from_code=True, created_at=now, **fields)
-                    outcome["added"].append(name)
-                else:
-                    self.filter(name=name).update(from_code=True, **fields)
-                    outcome["changed"].append(name)
-            gone = sorted(name for name, row in rows.items() if row.from_code and name not in wanted)
-            if gone:
-                self.filter(name__in=gone, from_code=True).delete()
-            outcome["removed"] = gone
-        return outcome
-
-    def unregister(self, name: str) -> CronJob:
-        with transaction.atomic():
-            cron = self.select_for_update().filter(name=name).first()
-            if cron is None:
-                raise NotFound(f"cron job {name!r} not found", details={"resource_type": "cron", "resource_id": name})
-            # A queryset delete keeps the instance's name for the reply.
-            self.filter(name=name).delete()
-        return cron
-
-    def fire_due(self, limit: int) -> int:
-        """Enqueue one job for every schedule whose time has come; return how many fired."""
-        fired = 0
-        with transaction.atomic():
-            due = list(
-                self.select_for_update(skip_locked=True)
-                .filter(enabled=True, next_run_at__lte=TxNow())
-                .annotate(db_now=TxNow())
-                .order_by("next_run_at")[:limit]
-            )
-            for cron in due:
-                fired += self._fire(cron, cron.db_now)
-        return fired
-
-    def set_enabled(self, name: str, enabled: bool) -> CronJob | None:
-        """Enable (next run from now) or disable a schedule; None if it was already so or is gone."""
-        with transaction.atomic():
-            cron = self.select_for_update().filter(name=name).first()
-            if cron is None or cron.enabled == enabled:
-                return None
-            now = db_now()
-            cron.enabled = enabled
-            cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=now) if enabled else None
-            cron.updated_at = now
-            cron.save(update_fields=["enabled", "next_run_at", "updated_at"])
-            events.record([events.other_event("cron.enabled" if enabled else "cron.disabled", now, cron_name=name)])
-        return cron
-
-    def fire_now(self, name: str) -> CronJob | None:
-        """Run a schedule once now, outside its timetable (its overlap policy still applies);
-        its next run stays as planned. None when nothing was enqueued."""
-        with transaction.atomic():
-            cron = self.select_for_update().filter(name=name).annotate(db_now=TxNow()).first()
-            if cron is None:
-                return None
-            return cron if self._fire(cron, cron.db_now, occurrence=cron.db_now) else None
-
-    def _fire(self, cron: CronJob, now: dt.datetime, *, occurrence: dt.datetime | None = None) -> int:
-        """Enqueue the schedule's job for ``occurrence`` (its due time by default,
-        which also moves ``next_run_at`` on)."""
-        from ..models import Job
-
-        on_schedule = occurrence is None
-        occurrence = cron.next_run_at if on_schedule else occurrence
-        open_jobs = Job.objects.filter(cron_name=cron.name).exclude(state__in=TERMINAL)
-        enqueued = 0
-        if cron.overlap_policy == "skip" and open_jobs.exists():
-            events.record([events.other_event("cron.skipped", now, cron_name=cron.name,
-                                              scheduled_at=format_timestamp(occurrence),
-                                              reason="previous run has not finished")])
-        else:
-            if cron.overlap_policy == "cancel_previous":
-                for job_id in open_jobs.values_list("id", flat=True):
-                    Job.objects.cancel(job_id)
-            try:
-                job = Job.objects.push(self._job_spec(cron, occurrence))
-            except OJSError as exc:
-                # A template that no longer validates must not stop the other schedules.
-                logger.error("cron %s could not enqueue its job: %s", cron.name, exc.message)
-            else:
-                cron.last_job_id = job.id
-                cron.run_count += 1
-                enqueued = 1
-                events.record([events.other_event(
-                    "cron.triggered", now, queue=job.queue, cron_name=cron.name, cron_expr=cron.expression,
-                    job_type=job.type, job_id=str(job.id), scheduled_at=format_timestamp(occurrence))])
-        cron.last_run_at = occurrence
-        if on_schedule:
-            cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=occurrence)
-        cron.updated_at = now
-        cron.save(update_fields=["last_run_at", "next_run_at", "run_count", "last_job_id", "updated_at"])
-        return enqueued
-
-    @staticmethod
-    def _job_spec(cron: CronJob, occurrence: dt.datetime):
-        # The project's defaults, as for a job pushed over HTTP (api/jobs.py).
-        spec = parse_job(
-            cron.job_template,
-            path="job_template.",
-            default_queue=ojs_settings.DEFAULT_QUEUE,
-            default_retry=parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+def register(spec: CronSpec) -> tuple[CronJob, bool]:
+    """Create or update a schedule by name (ojs-cron §8.1 upsert); True when created."""
+    with transaction.atomic():
+        now = db_now()
+        fields = _fields(spec, now)
+        cron, created = CronJob.objects.update_or_create(
+            name=spec.name, defaults=fields, create_defaults={**fields, "created_at": now}
         )
-        spec.cron_name = cron.name
-        # ojs-cron §6.3: the triggered job names its schedule in its metadata.
-        spec.meta = {**spec.meta, "cron_name": cron.name, "cron_triggered_at": format_timestamp(occurrence)}
-        return spec
+    return cron, created
+
+
+def sync_from_code(specs: Sequence[CronSpec]) -> dict[str, list[str]]:
+    """Make the schedules declared in code the store's: ``{"added", "changed", "removed", "unchanged"}``.
+
+    Only rows marked ``from_code`` are changed or removed; a code schedule
+    whose name an HTTP registration took takes it over (and says so in
+    the log). An unchanged schedule keeps its ``next_run_at``, so a
+    reaper restart neither skips nor repeats an occurrence. Several
+    reapers may start at once: the rows are locked in name order, and one
+    that loses the race to create a row retries once, finding it locked.
+    """
+    for attempt in (1, 2):
+        try:
+            return _sync_from_code(specs)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _sync_from_code(specs: Sequence[CronSpec]) -> dict[str, list[str]]:
+    wanted = {spec.name: spec for spec in specs}
+    outcome: dict[str, list[str]] = {"added": [], "changed": [], "removed": [], "unchanged": []}
+    with transaction.atomic():
+        rows = {
+            cron.name: cron
+            for cron in CronJob.objects.select_for_update()
+            .filter(Q(from_code=True) | Q(name__in=list(wanted)))
+            .order_by("name")
+        }
+        now = db_now()
+        for name, spec in sorted(wanted.items()):
+            row = rows.get(name)
+            if row is not None and row.from_code and _same(row, spec):
+                outcome["unchanged"].append(name)
+                continue
+            if row is not None and not row.from_code:
+                logger.warning("cron %s was registered over HTTP; the schedule declared in code replaces it", name)
+            fields = _fields(spec, now)
+            if row is None:
+                CronJob.objects.create(name=name, from_code=True, created_at=now, **fields)
+                outcome["added"].append(name)
+            else:
+                CronJob.objects.filter(name=name).update(from_code=True, **fields)
+                outcome["changed"].append(name)
+        gone = sorted(name for name, row in rows.items() if row.from_code and name not in wanted)
+        if gone:
+            CronJob.objects.filter(name__in=gone, from_code=True).delete()
+        outcome["removed"] = gone
+    return outcome
+
+
+def unregister(name: str) -> CronJob:
+    with transaction.atomic():
+        cron = CronJob.objects.select_for_update().filter(name=name).first()
+        if cron is None:
+            raise NotFound(f"cron job {name!r} not found", details={"resource_type": "cron", "resource_id": name})
+        # A queryset delete keeps the instance's name for the reply.
+        CronJob.objects.filter(name=name).delete()
+    return cron
+
+
+def fire_due(limit: int) -> int:
+    """Enqueue one job for every schedule whose time has come; return how many fired."""
+    fired = 0
+    with transaction.atomic():
+        due = list(
+            CronJob.objects.select_for_update(skip_locked=True)
+            .filter(enabled=True, next_run_at__lte=TxNow())
+            .annotate(db_now=TxNow())
+            .order_by("next_run_at")[:limit]
+        )
+        for cron in due:
+            fired += _fire(cron, cron.db_now)
+    return fired
+
+
+def set_enabled(name: str, enabled: bool) -> CronJob | None:
+    """Enable (next run from now) or disable a schedule; None if it was already so or is gone."""
+    with transaction.atomic():
+        cron = CronJob.objects.select_for_update().filter(name=name).first()
+        if cron is None or cron.enabled == enabled:
+            return None
+        now = db_now()
+        cron.enabled = enabled
+        cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=now) if enabled else None
+        cron.updated_at = now
+        cron.save(update_fields=["enabled", "next_run_at", "updated_at"])
+        events.record([events.other_event("cron.enabled" if enabled else "cron.disabled", now, cron_name=name)])
+    return cron
+
+
+def fire_now(name: str) -> CronJob | None:
+    """Run a schedule once now, outside its timetable (its overlap policy still applies);
+    its next run stays as planned. None when nothing was enqueued."""
+    with transaction.atomic():
+        cron = CronJob.objects.select_for_update().filter(name=name).annotate(db_now=TxNow()).first()
+        if cron is None:
+            return None
+        return cron if _fire(cron, cron.db_now, occurrence=cron.db_now) else None
+
+
+def _fire(cron: CronJob, now: dt.datetime, *, occurrence: dt.datetime | None = None) -> int:
+    """Enqueue the schedule's job for ``occurrence`` (its due time by default,
+    which also moves ``next_run_at`` on)."""
+    on_schedule = occurrence is None
+    occurrence = cron.next_run_at if occurrence is None else occurrence
+    assert occurrence is not None  # a due schedule has its next run
+    open_jobs = Job.objects.filter(cron_name=cron.name).exclude(state__in=TERMINAL)
+    enqueued = 0
+    if cron.overlap_policy == "skip" and open_jobs.exists():
+        events.record([events.other_event("cron.skipped", now, cron_name=cron.name,
+                                          scheduled_at=format_timestamp(occurrence),
+                                          reason="previous run has not finished")])
+    else:
+        if cron.overlap_policy == "cancel_previous":
+            for job_id in open_jobs.values_list("id", flat=True):
+                cancel(job_id)
+        try:
+            job = push(_job_spec(cron, occurrence))
+        except OJSError as exc:
+            # A template that no longer validates must not stop the other schedules.
+            logger.error("cron %s could not enqueue its job: %s", cron.name, exc.message)
+        else:
+            cron.last_job_id = job.id
+            cron.run_count += 1
+            enqueued = 1
+            events.record([events.other_event(
+                "cron.triggered", now, queue=job.queue, cron_name=cron.name, cron_expr=cron.expression,
+                job_type=job.type, job_id=str(job.id), scheduled_at=format_timestamp(occurrence))])
+    cron.last_run_at = occurrence
+    if on_schedule:
+        cron.next_run_at = _next_run(cron.expression, cron.timezone, now, anchor=occurrence)
+    cron.updated_at = now
+    cron.save(update_fields=["last_run_at", "next_run_at", "run_count", "last_job_id", "updated_at"])
+    return enqueued
+
+
+def _job_spec(cron: CronJob, occurrence: dt.datetime) -> JobSpec:
+    # The project's defaults, as for a job pushed over HTTP (api/jobs.py).
+    spec = parse_job(
+        cron.job_template,
+        path="job_template.",
+        default_queue=ojs_settings.DEFAULT_QUEUE,
+        default_retry=parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+    )
+    spec.cron_name = cron.name
+    # ojs-cron §6.3: the triggered job names its schedule in its metadata.
+    spec.meta = {**spec.meta, "cron_name": cron.name, "cron_triggered_at": format_timestamp(occurrence)}
+    return spec
 
 
 def _fields(spec: CronSpec, now: dt.datetime) -> dict[str, Any]:

@@ -4,15 +4,27 @@ the claims ``django_ojs.testing`` makes to run jobs inside a test."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection, transaction
 
-from ..states import JobState
+from ..models import (
+    CronJob,
+    Event,
+    Job,
+    JobError,
+    Queue,
+    RateLimitOverride,
+    RateLimitStart,
+    Worker,
+    Workflow,
+    WorkflowNode,
+)
+from ..protocol.states import JobState
+from .claim import mark_claimed
 from .clock import TxNow
-
-if TYPE_CHECKING:
-    from ..models import Job
+from .maintenance import promote_due
+from .queue_settings import forget
 
 PROMOTE_BATCH = 500
 
@@ -24,20 +36,6 @@ def reset_store() -> None:
     Queue rows stay: processes remember which queues have rows. Other
     processes may keep a queue's old configuration for ``QUEUE_CONFIG_TTL``.
     """
-    from ..models import (
-        CronJob,
-        Event,
-        Job,
-        JobError,
-        Queue,
-        RateLimitOverride,
-        RateLimitStart,
-        Worker,
-        Workflow,
-        WorkflowNode,
-    )
-    from .queue_config import forget
-
     emptied = (JobError, Job, WorkflowNode, Workflow, Worker, CronJob, Event, RateLimitStart, RateLimitOverride)
     tables = [model._meta.db_table for model in emptied]
     with transaction.atomic():
@@ -64,8 +62,6 @@ def make_due(queues: Sequence[str] | None, *, scheduled: bool) -> int:
     out their backoff. They pass through the promotion the reaper makes
     (``job.enqueued`` events and all), only earlier. Rows in seq order.
     """
-    from ..models import Job
-
     states = [JobState.RETRYABLE, *([JobState.SCHEDULED] if scheduled else [])]
     with transaction.atomic():
         rows = Job.objects.select_for_update(skip_locked=True).filter(state__in=states)
@@ -82,9 +78,7 @@ def make_due(queues: Sequence[str] | None, *, scheduled: bool) -> int:
 def _promote_everything_due() -> None:
     # The reaper's own move, repeated until nothing due is left (it orders by
     # run_at, so rows already due before ours go first).
-    from ..models import Job
-
-    while Job.objects.promote_due(PROMOTE_BATCH) == PROMOTE_BATCH:
+    while promote_due(PROMOTE_BATCH) == PROMOTE_BATCH:
         pass
 
 
@@ -94,8 +88,6 @@ def claim_job(job_id: Any, worker_id: str) -> Job | None:
     A scheduled job is promoted first (inline mode ignores delays, as
     ojs-testing §5.2 says); pending and finished jobs are left alone.
     """
-    from ..models import Job
-
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(id=job_id).first()
         if job is None or job.state not in (JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE):
@@ -106,5 +98,5 @@ def claim_job(job_id: Any, worker_id: str) -> Job | None:
         job = Job.objects.select_for_update().annotate(db_now=TxNow()).get(seq=job.seq)
         if job.state != JobState.AVAILABLE:
             return None
-        Job.objects._activate([job], job.db_now, worker_id, None)
+        mark_claimed([job], job.db_now, worker_id, None)
     return job

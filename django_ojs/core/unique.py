@@ -14,21 +14,16 @@ released (``unique_states`` set to NULL) by the PUSH that collides with it.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, Value
-from django.db.models.functions import Concat, StrIndex
-from django.db.models.lookups import GreaterThan
 
-from ..errors import Duplicate, DuplicateJob
-from ..states import TERMINAL, JobState
-from ..unique import UniquePolicy, encode_states
-
-if TYPE_CHECKING:
-    from ..models import Job
+from ..models import Job
+from ..protocol.errors import Duplicate
+from ..protocol.states import TERMINAL, JobState
+from ..protocol.unique import UniquePolicy
+from .control import cancel
+from .unique_keys import current_holder, rejection, release
 
 # Enough for a holder that leaves, a lapsed period and a replace in one PUSH.
 MAX_ROUNDS = 5
@@ -36,29 +31,15 @@ MAX_ROUNDS = 5
 REPLACE_LOCK_CLASS = 0x4F4A5355
 
 
-def holds_key() -> Q:
-    """Rows that hold their unique key: the index's predicate, so it can serve the query."""
-    return Q(unique_key__isnull=False) & Q(
-        GreaterThan(StrIndex("unique_states", Concat(Value(","), "state", Value(","))), 0)
-    )
-
-
-def stamp(job: Job, policy: UniquePolicy, now: dt.datetime) -> None:
-    """Give a new job its unique columns."""
-    job.unique = policy.to_dict()
-    job.unique_key = policy.fingerprint(job.type, job.queue, job.args, job.meta)
-    job.unique_states = encode_states(policy.holding_states)
-    job.unique_expires_at = now + policy.period if policy.period else None
-
-
-def insert(manager: Any, jobs: Sequence[Job], policies: Sequence[UniquePolicy | None], now: dt.datetime) -> list[Job]:
+def insert(jobs: Sequence[Job], policies: Sequence[UniquePolicy | None], now: dt.datetime) -> list[Job]:
     """Store ``jobs`` in order; return, per job, the stored job or (``ignore``) the holder.
 
     Runs of plain jobs go in one INSERT each; a unique job goes alone under a
     savepoint, so a duplicate later in a batch collides with an earlier one.
     """
     _serialise_replacements(
-        sorted({job.unique_key for job, policy in zip(jobs, policies, strict=True) if policy and policy.on_conflict.startswith("replace")})
+        sorted({job.unique_key for job, policy in zip(jobs, policies, strict=True)
+                if job.unique_key and policy and policy.on_conflict.startswith("replace")})
     )
     out: list[Job] = []
     run: list[Job] = []
@@ -68,70 +49,45 @@ def insert(manager: Any, jobs: Sequence[Job], policies: Sequence[UniquePolicy | 
             out.append(job)
             continue
         if run:
-            manager.bulk_create(run)
+            Job.objects.bulk_create(run)
             run = []
-        out.append(admit(manager, job, policy, now))
+        out.append(admit(job, policy, now))
     if run:
-        manager.bulk_create(run)
+        Job.objects.bulk_create(run)
     return out
 
 
-def admit(manager: Any, job: Job, policy: UniquePolicy, now: dt.datetime) -> Job:
+def admit(job: Job, policy: UniquePolicy, now: dt.datetime) -> Job:
     """Insert one unique job, or resolve its conflict by ``policy.on_conflict``."""
+    key = job.unique_key
+    assert key is not None  # stamped at push (unique_keys.stamp)
     for _ in range(MAX_ROUNDS):
         if JobState(job.state) in policy.holding_states:
             if _try_insert(job):
                 return job
-            holder = current_holder(manager, job.unique_key)
+            holder = current_holder(key)
         else:
             # Not a holder from its first state (e.g. `states: ["scheduled"]`
             # for a job that is available at once): nothing to collide with in
             # the index, so a duplicate is a holder in one of the policy's states.
-            holder = current_holder(manager, job.unique_key, states=policy.states)
+            holder = current_holder(key, states=policy.states)
             if holder is None:
                 job.save(force_insert=True)
                 return job
         if holder is None:
-            if manager.filter(id=job.id).exists():
+            if Job.objects.filter(id=job.id).exists():
                 raise Duplicate(f"a job with id {job.id} already exists", details={"existing_job_id": str(job.id)})
             continue  # the holder left between the insert and the read
         if holder.unique_expires_at is not None and holder.unique_expires_at <= now:
-            release(manager, holder)
+            release(holder)
             continue
-        outcome = _resolve(manager, job, policy, holder)
+        outcome = _resolve(job, key, policy, holder)
         if outcome is not None:
             return outcome
     raise Duplicate(
         "the unique key kept changing hands; retry the push",
         details={"uniqueness_key": job.unique_key},
     )
-
-
-def current_holder(manager: Any, key: str, *, states: frozenset[JobState] | None = None) -> Job | None:
-    rows = manager.filter(holds_key(), unique_key=key)
-    if states is not None:
-        rows = rows.filter(state__in=sorted(states))
-    return rows.first()
-
-
-def release(manager: Any, holder: Job) -> None:
-    """Free a key its holder keeps no longer (lapsed period, replaced in a terminal state)."""
-    manager.filter(holds_key(), seq=holder.seq).update(unique_states=None)
-
-
-@contextmanager
-def reentry_guard(manager: Any, job_id: Any) -> Iterator[None]:
-    """Turn a job's return into its holding set while another job holds its key
-    (a dead-letter retry) into a ``duplicate`` naming the holder, instead of
-    an integrity error."""
-    try:
-        yield
-    except IntegrityError:
-        job = manager.filter(id=job_id).only("unique_key").first()
-        holder = current_holder(manager, job.unique_key) if job is not None and job.unique_key else None
-        if holder is None:
-            raise
-        raise _rejection(holder, job.unique_key) from None
 
 
 def _serialise_replacements(keys: list[str]) -> None:
@@ -160,10 +116,10 @@ def _try_insert(job: Job) -> bool:
     return True
 
 
-def _resolve(manager: Any, job: Job, policy: UniquePolicy, holder: Job) -> Job | None:
+def _resolve(job: Job, key: str, policy: UniquePolicy, holder: Job) -> Job | None:
     """Apply ``on_conflict``: a job to return, an exception, or None to insert again."""
     if policy.on_conflict == "reject":
-        raise _rejection(holder, job.unique_key)
+        raise rejection(holder, key)
     if policy.on_conflict == "ignore":
         holder.deduplicated = True
         return holder
@@ -175,16 +131,7 @@ def _resolve(manager: Any, job: Job, policy: UniquePolicy, holder: Job) -> Job |
         job.run_at = holder.run_at
         job.enqueued_at = None
     if holder.state not in TERMINAL:
-        manager.cancel(holder.id)
-    release(manager, holder)  # a terminal state may be in its holding set
+        cancel(holder.id)
+    release(holder)  # a terminal state may be in its holding set
     job.replaced_job_id = holder.id
     return None
-
-
-def _rejection(holder: Job, key: str) -> DuplicateJob:
-    return DuplicateJob(
-        f"job {holder.id} ({holder.state}) already holds this unique key",
-        existing_job_id=str(holder.id),
-        existing_job_state=holder.state,
-        uniqueness_key=key,
-    )

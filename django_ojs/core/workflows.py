@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..durations import to_millis
-from ..envelope import parse_job
-from ..errors import InvalidTransition, NotFound, OJSError
-from ..retry import parse_policy
-from ..states import TERMINAL, JobState
-from ..workflows import (
+from ..models import Job, Workflow, WorkflowNode
+from ..protocol.durations import to_millis
+from ..protocol.envelope import parse_job
+from ..protocol.errors import InvalidTransition, NotFound, OJSError
+from ..protocol.retry import parse_policy
+from ..protocol.states import TERMINAL, JobState
+from ..protocol.workflows import (
     CANCELLED,
     COMPLETED,
     DONE,
@@ -45,9 +47,7 @@ from ..workflows import (
 )
 from . import events
 from .clock import db_now
-
-if TYPE_CHECKING:
-    from ..models import Workflow
+from .moves import cancel_rows
 
 # What a step's job ending in a terminal state means for the step.
 OUTCOME: dict[str, str] = {JobState.COMPLETED: COMPLETED, JobState.DISCARDED: FAILED, JobState.CANCELLED: CANCELLED}
@@ -69,8 +69,6 @@ def create(root: Node) -> Workflow:
     Inside a caller's ``transaction.atomic()`` it commits or rolls back with
     the caller's rows, like any enqueue.
     """
-    from ..models import Workflow, WorkflowNode
-
     with transaction.atomic():
         now = db_now()
         workflow = Workflow.objects.create(
@@ -112,8 +110,6 @@ def advance(settled: Mapping[int, str], *, steps: Collection[int] | None = None)
     while locking them: a step's node exists before its job is claimed) and
     there is none.
     """
-    from ..models import Workflow, WorkflowNode
-
     done = {seq: state for seq, state in settled.items() if state in TERMINAL and (steps is None or seq in steps)}
     if not done:
         return
@@ -129,16 +125,10 @@ def advance(settled: Mapping[int, str], *, steps: Collection[int] | None = None)
 
 def workflow_step() -> Any:
     """An expression for a job query: is the job a pending workflow step? (``advance``'s ``steps``)."""
-    from django.db.models import Exists, OuterRef
-
-    from ..models import WorkflowNode
-
     return Exists(WorkflowNode.objects.filter(job_seq=OuterRef("seq"), state=PENDING))
 
 
 def _advance(workflow: Workflow, done: Mapping[int, str], now: dt.datetime) -> None:
-    from ..models import Job
-
     engine, nodes = _load(workflow)
     mine = sorted(
         (node for node in nodes.values() if node.job_seq in done and node.state == PENDING),
@@ -183,12 +173,15 @@ def _run(
     queue name now invalid...) fails its step, as a job that failed would:
     the settling transaction must commit whatever a step's enqueue does.
     """
-    from ..models import Job
+    # Imported here: a push can end other jobs (a bounded queue drops its
+    # oldest, a unique job replaces its holder), whose workflows advance --
+    # push and advance call each other, so one of them imports at call time.
+    from .push import push, push_many
 
     while planned:
         specs = [_spec(workflow, item) for item in planned]
         try:
-            jobs: list[Job | None] = list(Job.objects.push_many(specs))
+            jobs: list[Job | None] = list(push_many(specs))
             more: list[Enqueue] = []
         except OJSError:
             if strict:
@@ -196,7 +189,7 @@ def _run(
             jobs, more = [], []
             for item, spec in zip(planned, specs):
                 try:
-                    jobs.append(Job.objects.push(spec))
+                    jobs.append(push(spec))
                 except OJSError as exc:
                     jobs.append(None)
                     error = {"type": exc.code, "code": exc.code, "message": f"could not enqueue: {exc.message}"}
@@ -223,8 +216,6 @@ def _spec(workflow: Workflow, item: Enqueue):
 
 
 def _write(workflow: Workflow, engine: Engine, nodes: dict[str, Any], now: dt.datetime) -> None:
-    from ..models import WorkflowNode
-
     changed = []
     for path in sorted(engine.changed):
         node, state = nodes[path], engine.states[path]
@@ -311,8 +302,6 @@ def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
     Active jobs are cancelled too, as DELETE /jobs/{id} does: their worker
     learns it from its next heartbeat. 409 on a workflow already ended.
     """
-    from ..models import Job, WorkflowNode
-
     for _ in range(20):
         try:
             with transaction.atomic():
@@ -330,7 +319,7 @@ def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
                 if {nodes[node.path].job_seq for node in open_jobs} - {job.seq for job in locked}:
                     raise _Moved
                 now = db_now()
-                Job.objects.cancel_rows([job for job in locked if job.state not in TERMINAL], now)
+                cancel_rows([job for job in locked if job.state not in TERMINAL], now)
                 _write(workflow, engine, nodes, now)  # the workflow ends cancelled, with its event
                 counts = {
                     "steps_cancelled": sum(1 for n in nodes.values() if n.kind == "job" and n.state == CANCELLED),
@@ -352,8 +341,6 @@ def retry_step(workflow_id: Any, path: str) -> Workflow:
     A new job replaces the failed one, with the same parent_results; the
     workflow is running again until it ends anew.
     """
-    from ..models import Workflow
-
     with transaction.atomic():
         workflow = _locked_workflow(workflow_id, allow_failed=True)
         if workflow.state not in (FAILED, RUNNING):
@@ -389,8 +376,6 @@ def retryable(node: Any) -> bool:
 
 
 def _locked_workflow(workflow_id: Any, *, allow_failed: bool) -> Workflow:
-    from ..models import Workflow
-
     workflow = Workflow.objects.select_for_update().filter(id=workflow_id).first()
     if workflow is None:
         raise NotFound(

@@ -7,6 +7,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core.progress import report_progress
+from ..protocol.errors import InvalidRequest
+from ..protocol.progress import Report, make
+
 logger = logging.getLogger("django_ojs.worker")
 
 # ojs-progress §6.2: a handler may call ctx.progress() in a tight loop; the
@@ -108,9 +112,6 @@ class JobContext:
         and a failed write is logged, never raised. A value that is not a
         number or a JSON object is a bug in the handler: ValueError.
         """
-        from ..errors import InvalidRequest
-        from ..progress import Report, make
-
         if isinstance(fraction, dict) and data is None:
             fraction, data = None, fraction
         try:
@@ -137,8 +138,6 @@ class JobContext:
         if report is None:
             return
         self._progress_sent_at = time.monotonic()
-        from ..core.progress import report_progress
-
         try:
             report_progress(self.job.id, report, attempt=self.job.attempt, worker_id=self.worker_id)
         except Exception:  # ojs-progress §4: a report never affects the job

@@ -35,6 +35,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from ..conf import ojs_settings
+
 Middleware = Callable[..., Any]
 
 logger = logging.getLogger("django_ojs.worker")
@@ -199,8 +201,6 @@ def execution_chain() -> Chain:
 def _configured(name: str, setting: str) -> Chain:
     chain = _chains.get(name)
     if chain is None:
-        from ..conf import ojs_settings
-
         with _chains_lock:
             chain = _chains.get(name)
             if chain is None:

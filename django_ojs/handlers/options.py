@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ..durations import format_duration, format_timestamp
-from ..envelope import JobSpec, parse_job
-from ..errors import InvalidRequest, OJSError
-from ..retry import RetryPolicy, parse_policy
+from ..conf import ojs_settings
+from ..protocol.durations import format_duration, format_timestamp
+from ..protocol.envelope import JobSpec, parse_job
+from ..protocol.errors import InvalidRequest, OJSError
+from ..protocol.retry import RetryPolicy, parse_policy
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -95,8 +96,6 @@ class Defaults:
 
     @classmethod
     def from_settings(cls) -> Defaults:
-        from ..conf import ojs_settings
-
         return cls(
             queue=ojs_settings.DEFAULT_QUEUE,
             retry=parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),

@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..envelope import TYPE_PATTERN
+from ..conf import ojs_settings
+from ..protocol.cron_jobs import CodeScheduleError, CronSpec, schedule_from_setting
+from ..protocol.envelope import TYPE_PATTERN
 from .options import job_body
+from .schedules import SCHEDULE_KEYWORDS, schedule_from_handler
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -49,7 +52,7 @@ class JobHandler(Generic[P, R]):
     type: str
     func: Callable[Concatenate[JobContext, P], R]
     options: Mapping[str, Any] = field(default_factory=dict)
-    # cron=, timezone=, ... of @job: a periodic schedule for this type (code_schedules.py).
+    # cron=, timezone=, ... of @job: a periodic schedule for this type (handlers/schedules.py).
     schedule: Mapping[str, Any] | None = None
 
     def __call__(self, ctx: JobContext, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -85,7 +88,7 @@ class JobHandler(Generic[P, R]):
 
     def s(self, *args: Any, **options: Any) -> Any:
         """A signature of this handler: a job to place in a workflow (``django_ojs.canvas``)."""
-        from ..canvas import Signature
+        from ..canvas import Signature  # canvas reads this registry for the handlers' defaults
 
         return Signature(self.type, args, options)
 
@@ -108,7 +111,7 @@ class BoundJob(Generic[P]):
     options: Mapping[str, Any]
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
-        from .. import enqueue
+        from ..producer import enqueue  # the producer reads this registry for the handlers' defaults
 
         positional, extra_options = _positional_args(self.handler.func, args, kwargs)
         return enqueue(self.handler.type, positional, **{**extra_options, **self.options})
@@ -175,8 +178,6 @@ class HandlerRegistry:
         # Invalid defaults fail at import time, not at the first enqueue.
         job_body(job_type, [], handler.options, where=f"options of handler {job_type!r}")
         if handler.schedule is not None:
-            from ..code_schedules import CodeScheduleError, schedule_from_handler
-
             try:
                 schedule_from_handler(job_type, handler.schedule, handler.options)
             except CodeScheduleError as exc:
@@ -207,8 +208,6 @@ class HandlerRegistry:
 
     def schedules(self) -> list[Any]:
         """The periodic schedules the handlers declare (``@job(..., cron=...)``), as cron registrations."""
-        from ..code_schedules import schedule_from_handler
-
         return [
             schedule_from_handler(job_type, handler.schedule, handler.options)
             for job_type, handler in sorted(self._handlers.items()) if handler.schedule is not None
@@ -247,8 +246,6 @@ def job(
     against the function's signature by type checkers), ``.aenqueue(*args)``
     and ``.using(**options).enqueue(*args)``.
     """
-    from ..code_schedules import SCHEDULE_KEYWORDS
-
     schedule = {name: options.pop(name) for name in SCHEDULE_KEYWORDS if name in options}
     if schedule and "cron" not in schedule:
         raise ImproperlyConfigured(f"@job({job_type!r}): {', '.join(schedule)} need cron=")
@@ -257,3 +254,14 @@ def job(
         return registry.register(job_type, func, options, schedule or None)
 
     return decorate
+
+
+def declared_schedules() -> list[CronSpec]:
+    """Every schedule the code declares: the handlers' and ``OJS["CRON"]``. Names must be unique."""
+    specs = [*registry.schedules(), *(schedule_from_setting(item) for item in ojs_settings.CRON)]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise CodeScheduleError(f"two schedules in code are named {spec.name!r}")
+        seen.add(spec.name)
+    return specs

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-import django_ojs.states
+import django_ojs.protocol.states
 
 
 class Migration(migrations.Migration):
@@ -146,7 +146,7 @@ class Migration(migrations.Migration):
                 ('concurrency', models.PositiveIntegerField(blank=True, null=True)),
                 ('labels', models.JSONField(blank=True, default=list)),
                 ('state', models.CharField(choices=[('running', 'running'), ('quiet', 'quiet'), ('terminate', 'terminate')], max_length=16)),
-                ('directive', models.CharField(choices=[('running', 'running'), ('quiet', 'quiet'), ('terminate', 'terminate')], default=django_ojs.states.WorkerState['RUNNING'], max_length=16)),
+                ('directive', models.CharField(choices=[('running', 'running'), ('quiet', 'quiet'), ('terminate', 'terminate')], default=django_ojs.protocol.states.WorkerState['RUNNING'], max_length=16)),
                 ('directive_set_at', models.DateTimeField(blank=True, null=True)),
                 ('active_jobs', models.PositiveIntegerField(default=0)),
                 ('active_job_ids', models.JSONField(blank=True, default=list)),

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('type', models.CharField(max_length=8)),
                 ('name', models.CharField(blank=True, default='', max_length=255)),
                 ('state', models.CharField(max_length=16)),
-                ('definition', models.JSONField(help_text='The validated tree (django_ojs.workflows.Node).')),
+                ('definition', models.JSONField(help_text='The validated tree (django_ojs.protocol.workflows.Node).')),
                 ('created_at', models.DateTimeField()),
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),

@@ -31,11 +31,19 @@ import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..failure import Failure
-    from ..models import Job
+from .. import producer
+from ..core.claim import fetch
+from ..core.settle import ack, fail
+from ..core.testing import claim_job, make_due
+from ..core.types import Lease
+from ..handlers.context import JobContext
+from ..handlers.middleware import execution_chain, run_execution
+from ..handlers.registry import registry
+from ..models import Job
+from ..protocol.failure import Failure
+from ..worker import failures
 
 __all__ = [
     "JobsUnderTest",
@@ -84,8 +92,6 @@ class JobsUnderTest:
 
     def enqueued_jobs(self, type: str | None = None, *, queue: str | None = None) -> list[Job]:
         """Jobs enqueued in this context (by any door: enqueue, HTTP PUSH, cron), oldest first."""
-        from ..models import Job
-
         jobs = Job.objects.filter(seq__gt=self.since_seq)
         if type is not None:
             jobs = jobs.filter(type=type)
@@ -171,15 +177,12 @@ class JobsUnderTest:
         A paused queue, or a rate or concurrency limit, holds its jobs back as
         in production. ``max_jobs`` stops a handler that enqueues forever.
         """
-        from ..core.testing import make_due
-        from ..models import Job
-
         queues = [queue] if isinstance(queue, str) else (list(queue) if queue is not None else None)
         ran: list[Ran] = []
         while len(ran) < max_jobs:
             make_due(queues, scheduled=with_scheduled)
             names = queues if queues is not None else _queues_with_available_jobs()
-            claimed = Job.objects.fetch(names, count=1) if names else []
+            claimed = fetch(names, count=1) if names else []
             if not claimed:
                 break
             ran.append(self._run(claimed[0]))
@@ -189,19 +192,10 @@ class JobsUnderTest:
 
     def run_now(self, job: Job) -> Ran | None:
         """Claim ``job`` and run it at once (inline mode); None if it is not waiting to run."""
-        from ..core.testing import claim_job
-
         claimed = claim_job(job.id, WORKER_ID)
         return None if claimed is None else self._run(claimed)
 
     def _run(self, job: Job) -> Ran:
-        from ..core.outcome import Lease
-        from ..handlers.context import JobContext
-        from ..handlers.middleware import execution_chain, run_execution
-        from ..handlers.registry import registry
-        from ..models import Job as JobModel
-        from ..worker import failures
-
         lease = Lease(attempt=job.attempt)
         handler = registry.get(job.type)
         chain = execution_chain()
@@ -224,10 +218,10 @@ class JobsUnderTest:
                 except (TypeError, ValueError) as exc:
                     error, failure = exc, failures.invalid_result(exc)
         if failure is not None:
-            JobModel.objects.fail(job.id, failure, lease=lease)
+            fail(job.id, failure, lease=lease)
             outcome = Ran(job, error=error)
         else:
-            JobModel.objects.ack(job.id, result=result, lease=lease)
+            ack(job.id, result=result, lease=lease)
             outcome = Ran(job, result=result)
         job.refresh_from_db()
         self.ran.append(outcome)
@@ -266,8 +260,6 @@ def inline() -> Iterator[JobsUnderTest]:
 
 @contextlib.contextmanager
 def _context(mode: str) -> Iterator[JobsUnderTest]:
-    from .. import producer
-
     jobs = JobsUnderTest(mode, since_seq=_last_seq())
     _active.append(jobs)
     observer = _run_inline if mode == "inline" else None
@@ -296,14 +288,10 @@ def _run_inline(stored: list[Job | None]) -> None:
 
 
 def _last_seq() -> int:
-    from ..models import Job
-
     return Job.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
 
 
 def _queues_with_available_jobs() -> list[str]:
-    from ..models import Job
-
     return sorted(set(Job.objects.filter(state="available").values_list("queue", flat=True).distinct()))
 
 

@@ -35,9 +35,9 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from ..failure import Failure
 from ..handlers.middleware import Middleware, run_execution
 from ..handlers.registry import HandlerRegistry, JobHandler
+from ..protocol.failure import Failure
 from . import failures
 from .execution import Execution, Observed, Outcome
 

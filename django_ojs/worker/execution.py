@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections
 
 from ..conf import ojs_settings
-from ..core.outcome import Lease
-from ..failure import Failure
+from ..core.types import Lease
 from ..handlers.context import JobContext
 from ..handlers.middleware import Middleware, run_execution
 from ..handlers.registry import HandlerRegistry
+from ..observe.tracing import Consuming
+from ..protocol.failure import Failure
 from . import failures
 
 if TYPE_CHECKING:
@@ -47,14 +48,12 @@ class Observed:
     def __init__(self) -> None:
         self.observe: Any = None
         if ojs_settings.METRICS:
-            from ..metrics import observe_execution
+            from ..observe.metrics import observe_execution  # the "prometheus" extra, only with metrics on
 
             self.observe = observe_execution
         self.trace = ojs_settings.TRACING
         self.consumer: Any = None  # tracing.Consuming, with TRACING on
         if self.trace:
-            from ..tracing import Consuming
-
             self.consumer = Consuming
 
     @property

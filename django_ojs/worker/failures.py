@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import traceback
 
-from ..failure import MAX_MESSAGE_CHARS, Failure, cap_backtrace
+from ..protocol.failure import MAX_MESSAGE_CHARS, Failure, cap_backtrace
 
 # The error types the runtime itself reports.
 NO_HANDLER = "HandlerNotFound"

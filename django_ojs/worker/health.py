@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ..states import WorkerState
+from ..protocol.states import WorkerState
 
 
 class HealthServer:

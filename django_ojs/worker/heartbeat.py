@@ -15,9 +15,10 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections
 
-from ..core.workers import BeatReply, HeldJob
-from ..outage import OutageWatch
-from ..states import WorkerState
+from ..core.types import BeatReply, HeldJob
+from ..core.workers import beat
+from ..observe.outage import OutageWatch
+from ..protocol.states import WorkerState
 
 logger = logging.getLogger("django_ojs.worker")
 
@@ -91,11 +92,9 @@ class Heartbeat:
                     self._cond.notify_all()
 
     def _beat(self, report: WorkerState | None) -> None:
-        from ..models import Worker
-
         state, held = self._snapshot()
         try:
-            reply = Worker.objects.beat(self.worker_id, state=report or state, held=held)
+            reply = beat(self.worker_id, state=report or state, held=held)
         except DatabaseError as exc:
             unreachable = self._outage.failed(exc)
             if not unreachable:

@@ -21,7 +21,7 @@ import signal
 from dataclasses import dataclass
 from enum import Enum
 
-from ..states import WorkerState
+from ..protocol.states import WorkerState
 
 
 class Change(Enum):

@@ -24,7 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ..conf import ojs_settings
-from ..outage import OutageWatch
+from ..observe.outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.worker")
 

@@ -19,7 +19,7 @@ stays in the table after its handler returns until its ACK or FAIL is
 written, and a timed-out handler stays until its thread returns (Python
 cannot kill a thread: its slot stays taken, its result is discarded).
 
-Outcomes are written in batches (``Job.objects.settle_and_fetch``: the
+Outcomes are written in batches (``core.turn.settle_and_fetch``: the
 finished attempts, then the claim for the free slots, in one transaction)
 within a short window (``OJS["ACK_FLUSH_WINDOW"]``, 20 ms) or sooner when
 the batch is full or no handler is left running. A crash inside the window leaves the
@@ -55,15 +55,15 @@ from django.utils import timezone
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..core.limits import LimitReport
-from ..core.outcome import Lease, Settlement, Verdict
-from ..core.workers import BeatReply, HeldJob, WorkerInfo
-from ..failure import Failure
+from ..core import workers
+from ..core.turn import settle_and_fetch
+from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
 from ..handlers.context import JobContext
 from ..handlers.middleware import execution_chain
 from ..handlers.registry import HandlerRegistry, registry
-from ..outage import OutageWatch, retry_on_new_connection
-from ..states import WorkerState
+from ..observe.outage import OutageWatch, retry_on_new_connection
+from ..protocol.failure import Failure
+from ..protocol.states import WorkerState
 from . import failures, signals
 from .aio import AsyncRunner, LoopPool
 from .execution import Execution, Outcome, Runner
@@ -220,7 +220,7 @@ class Runtime:
             logger.info("worker %s stopped before it could register: it held nothing", self.id)
             return False
         if ojs_settings.METRICS:
-            from ..metrics import flush_observations
+            from ..observe.metrics import flush_observations  # the "prometheus" extra, only with metrics on
 
             self._flush_metrics = flush_observations
         middlewares, omit = list(chain), self.config.omit_backtraces
@@ -260,11 +260,9 @@ class Runtime:
 
         A SIGTERM or SIGINT during the wait ends it: the worker holds nothing yet.
         """
-        from ..models import Worker
-
         while not self._stop_signals:
             try:
-                Worker.objects.register(self.id, info)
+                workers.register(self.id, info)
             except DatabaseError as exc:
                 if not self._outage.failed(exc):
                     raise
@@ -276,8 +274,6 @@ class Runtime:
         return False
 
     def _stop(self) -> int:
-        from ..models import Worker
-
         signals.restore(self._previous_signals)
         if self._listener:
             self._listener.stop()
@@ -292,8 +288,8 @@ class Runtime:
 
         def say_goodbye() -> None:
             # ojs-graceful-shutdown §5.3: the final heartbeat says terminate.
-            Worker.objects.beat(self.id, state=WorkerState.TERMINATE, held=held)
-            Worker.objects.deregister(self.id)
+            workers.beat(self.id, state=WorkerState.TERMINATE, held=held)
+            workers.deregister(self.id)
 
         try:
             retry_on_new_connection(say_goodbye)
@@ -456,8 +452,6 @@ class Runtime:
         claimed. Nothing is applied in memory (released, dispatched) before
         the commit succeeds: the outcomes are written again next turn.
         """
-        from ..models import Job
-
         fetch = count > 0
         if fetch:
             # Cleared before the query: a notification that arrives during it sets it again.
@@ -466,7 +460,7 @@ class Runtime:
             self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
         limited = LimitReport()
         try:
-            verdicts, jobs = Job.objects.settle_and_fetch(
+            verdicts, jobs = settle_and_fetch(
                 self.id, self._settlements(batch), self.config.queues, count, limit_report=limited
             )
         except DatabaseError as exc:

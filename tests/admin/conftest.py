@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from django_ojs.core.workers import WorkerInfo
-from django_ojs.envelope import parse_job
-from django_ojs.failure import Failure
+from django_ojs.core.types import WorkerInfo
 from django_ojs.models import Job, Worker
+from django_ojs.protocol.envelope import parse_job
+from django_ojs.protocol.failure import Failure
 
 TEST_WORKER = "worker-under-test"
 CLAIMED_STATES = {"active", "completed", "retryable", "discarded"}

@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from django_ojs.models import ApiKey, Job, JobError, Queue, Worker
-from django_ojs.states import WorkerState
+from django_ojs.protocol.states import WorkerState
 
 
 def run_action(client, model: str, action: str, pks: list, **extra) -> list[str]:

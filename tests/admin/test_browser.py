@@ -15,12 +15,12 @@ import tempfile
 import pytest
 from django.contrib.auth.models import User
 
-from django_ojs.core import push
-from django_ojs.core.workers import WorkerInfo
-from django_ojs.envelope import parse_job
-from django_ojs.failure import Failure
+from django_ojs.core import queue_settings
+from django_ojs.core.types import WorkerInfo
 from django_ojs.models import ApiKey, Job, JobError, Queue, Worker
-from django_ojs.states import WorkerState
+from django_ojs.protocol.envelope import parse_job
+from django_ojs.protocol.failure import Failure
+from django_ojs.protocol.states import WorkerState
 
 from .browser import (
     CHROMIUM,
@@ -78,7 +78,7 @@ def page(chromium, live_server, transactional_db):
     """A logged-in superuser's tab."""
     # PUSH creates a queue's row once per process; the flush between
     # transactional tests deletes the rows but not that memory.
-    push._known_queues.clear()
+    queue_settings.known_queues.clear()
     User.objects.create_superuser("operator", "operator@example.com", PASSWORD)
     chromium.clear_cookies()
     tab = chromium.new_page()
@@ -263,8 +263,8 @@ def test_quiet_a_live_worker_and_watch_it_apply(page, live_server):
 
 
 def test_cron_schedules_disable_enable_and_fire_now(page, live_server):
-    from django_ojs.core.schedules import CronSpec
     from django_ojs.models import CronJob
+    from django_ojs.protocol.cron_jobs import CronSpec
 
     CronJob.objects.register(CronSpec(name="nightly-report", expression="0 3 * * *", timezone="UTC",
                                       job_template={"type": "report.build", "args": []}))
@@ -331,9 +331,9 @@ def test_retry_everything_a_filter_matches_after_a_confirmation(page, live_serve
 
 def test_click_through_a_failed_workflow_retry_its_step_and_cancel_it(page, live_server):
     from django_ojs.core import workflows as workflow_store
-    from django_ojs.core.outcome import Lease
+    from django_ojs.core.types import Lease
     from django_ojs.models import Workflow
-    from django_ojs.workflows import parse
+    from django_ojs.protocol.workflows import parse
 
     workflow = workflow_store.create(parse({"type": "chain", "name": "nightly-import", "steps": [
         {"type": "fetch.url", "args": [], "options": {"queue": "wf"}},

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from django_ojs.admin import counting
-from django_ojs.admin.counting import Tally, count_rows
+from django_ojs.core import counting
+from django_ojs.core.counting import Tally, count_rows
 from django_ojs.models import Job
 
 

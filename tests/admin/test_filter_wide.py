@@ -9,7 +9,7 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
-from django_ojs.admin import filter_wide
+from django_ojs.admin import bulk_actions as filter_wide
 from django_ojs.models import Job
 from tests.job_rows import insert_jobs
 

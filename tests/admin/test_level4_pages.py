@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from django_ojs.core import limits, queue_config
-from django_ojs.core.schedules import CronSpec
 from django_ojs.models import CronJob, Job, Queue
+from django_ojs.protocol.cron_jobs import CronSpec
 
 from .conftest import staff_with
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django_ojs.admin import counting
 from django_ojs.keys import hash_key
 from django_ojs.models import ApiKey, Queue, Worker
-from django_ojs.states import WorkerState
+from django_ojs.protocol.states import WorkerState
 
 
 def listed(response) -> list[str]:

@@ -7,7 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from django_ojs.models import ApiKey, Job, Queue, Worker
-from django_ojs.states import WorkerState
+from django_ojs.protocol.states import WorkerState
 
 from .conftest import VIEW_ONLY, staff_with
 

@@ -8,11 +8,11 @@ from django.contrib.auth.models import User
 from django_ojs.admin import job_pages
 from django_ojs.core import events
 from django_ojs.core.clock import db_now
-from django_ojs.core.outcome import Lease
 from django_ojs.core.progress import report_progress
-from django_ojs.failure import Failure
+from django_ojs.core.types import Lease
 from django_ojs.models import Job, Worker
-from django_ojs.progress import Report
+from django_ojs.protocol.failure import Failure
+from django_ojs.protocol.progress import Report
 
 pytestmark = pytest.mark.django_db
 

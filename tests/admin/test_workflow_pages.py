@@ -6,10 +6,10 @@ import pytest
 from django.urls import reverse
 
 from django_ojs.core import workflows as store
-from django_ojs.core.outcome import Lease
-from django_ojs.failure import Failure
+from django_ojs.core.types import Lease
 from django_ojs.models import Job, Workflow
-from django_ojs.workflows import parse
+from django_ojs.protocol.failure import Failure
+from django_ojs.protocol.workflows import parse
 
 pytestmark = pytest.mark.django_db
 

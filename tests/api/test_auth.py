@@ -9,9 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_ojs.api.auth import key_cache
-from django_ojs.failure import Failure
+from django_ojs.keys import key_cache
 from django_ojs.models import ApiKey, Job, Queue
+from django_ojs.protocol.failure import Failure
 from tests.conftest import OJSClient
 from tests.waiting import PATIENCE, wait_until
 
@@ -152,7 +152,7 @@ def test_the_management_command_issues_a_working_key(db):
     assert OJSClient(secret).post("/ojs/v1/jobs", {"type": "a", "args": []}).status_code == 403
 
 
-# -- The verified-key cache (api/auth.py KeyCache) -------------------------------
+# -- The verified-key cache (keys.py KeyCache) -------------------------------
 
 
 def test_a_key_revoked_by_another_process_stops_working_within_the_cache_time(db, ojs):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_ojs.failure import Failure
 from django_ojs.models import Job, JobError
+from django_ojs.protocol.failure import Failure
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 import pytest
 
-from django_ojs.failure import Failure
 from django_ojs.models import CronJob, Event, Job, JobError, Queue, Worker
+from django_ojs.protocol.failure import Failure
 
 MODELS = (Job, JobError, Worker, Queue, CronJob, Event)
 

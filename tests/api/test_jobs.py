@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from django_ojs.failure import Failure
 from django_ojs.models import Event, Job
+from django_ojs.protocol.failure import Failure
 from tests.conftest import MEDIA_TYPE
 
 JOB_ID = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"

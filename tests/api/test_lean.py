@@ -17,7 +17,7 @@ import pytest
 from django.test import RequestFactory
 
 from django_ojs.api import jobs, workers
-from django_ojs.api.lean import LeanPost
+from django_ojs.api.plain_views import LeanPost
 from django_ojs.conf import ojs_settings
 from django_ojs.models import ApiKey, Job
 

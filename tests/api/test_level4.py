@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from django_ojs.core import queue_config
-from django_ojs.failure import Failure
 from django_ojs.models import Job, Queue
+from django_ojs.protocol.failure import Failure
 
 UNIQUE = {"keys": ["type", "args"]}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from django_ojs.core.outcome import Lease
-from django_ojs.failure import Failure
+from django_ojs.core.types import Lease
 from django_ojs.models import Event, Job
+from django_ojs.protocol.failure import Failure
 from tests.helpers import reload, update
 
 pytestmark = pytest.mark.django_db

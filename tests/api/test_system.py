@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_ojs.failure import Failure
 from django_ojs.models import CronJob, Event, Job, JobError, Queue, Worker
+from django_ojs.protocol.failure import Failure
 from tests.conftest import OJSClient
 
 UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from django_ojs.models import Job, Worker
-from django_ojs.states import WorkerState
+from django_ojs.protocol.states import WorkerState
 from tests.helpers import ago, reload, update
 
 UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"

@@ -110,7 +110,7 @@ def fill(dsn: str, count: int) -> None:
     """``count`` available jobs at once, for the work figure (not timed)."""
     # The ids OJS requires (ojs-core: UUIDv7), made as our fill makes them. Imported here, not at the
     # top: the floor's worker processes (``work``) run without Django and never need it.
-    from django_ojs.core.events import UUID7_SQL
+    from django_ojs.core.pg.events import UUID7_SQL
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("TRUNCATE bench_raw_job, bench_raw_log RESTART IDENTITY")

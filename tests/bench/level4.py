@@ -37,8 +37,8 @@ def timed(operations: int, step: Callable[[int], None]) -> float:
 
 
 def push_costs(operations: int) -> dict[str, float]:
-    from django_ojs.envelope import parse_job
     from django_ojs.models import Job
+    from django_ojs.protocol.envelope import parse_job
 
     def plain(n: int) -> None:
         Job.objects.push(parse_job({"type": "bench.plain", "args": [n], "options": {"queue": "bench"}}))
@@ -57,8 +57,8 @@ def push_costs(operations: int) -> dict[str, float]:
 
 
 def fetch_costs(operations: int) -> dict[str, float]:
-    from django_ojs.envelope import parse_job
     from django_ojs.models import Job
+    from django_ojs.protocol.envelope import parse_job
 
     def fill(queue: str, options: dict) -> None:
         Job.objects.push_many([parse_job({"type": "bench.job", "args": [], "options": {"queue": queue, **options}})

@@ -55,11 +55,11 @@ def main() -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from django_ojs import signals, tracing
-    from django_ojs.core import events
+    from django_ojs.core.pg import events
     from django_ojs.handlers.context import JobContext
     from django_ojs.handlers.registry import registry
     from django_ojs.models import Job
+    from django_ojs.observe import signals, tracing
     from django_ojs.worker.execution import Execution, Runner
 
     now = dt.datetime.now(dt.UTC)
@@ -115,7 +115,7 @@ def main() -> None:
 
     def measure(metrics: bool, traced: bool, provider: object = recording, traceparent: str | None = _SAMPLED,
                 bare_sdk: bool = False) -> float:
-        from django_ojs import metrics as metrics_module
+        from django_ojs.observe import metrics as metrics_module
 
         with override_settings(OJS={"METRICS": metrics, "TRACING": traced}):
             tracing._tracers[:] = [provider.get_tracer(tracing.TRACER_NAME)]  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from django_ojs.core.events import UUID7_SQL
+from django_ojs.core.pg.events import UUID7_SQL
 from django_ojs.core.testing import reset_store
 from django_ojs.models import Event, Job
 

@@ -121,7 +121,7 @@ def main() -> None:
         return len(ids), time.process_time() - began
 
     def core_ack() -> tuple[int, float]:
-        from django_ojs.core.outcome import Lease
+        from django_ojs.core.types import Lease
         from django_ojs.models import Job
 
         store.fill(options.requests)

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_ojs.core.workers import WorkerInfo
+from django_ojs.core.types import WorkerInfo
 from django_ojs.models import Job, Queue, Worker
-from tests.core.test_unique import unique_push
+from tests.core.contract.test_unique import unique_push
 from tests.helpers import ago, update
 from tests.job_rows import insert_jobs
 
@@ -74,7 +74,7 @@ def test_bad_input_exits_1_and_changes_nothing():
 
 
 def test_retry_by_last_error_type_after_a_fix(push, claim):
-    from django_ojs.failure import Failure
+    from django_ojs.protocol.failure import Failure
 
     def dead_with(error_type: str) -> Job:
         job = claim("w1", options={"max_attempts": 1})

@@ -7,9 +7,9 @@ from django.db import transaction
 
 import django_ojs
 from django_ojs.canvas import Chain, Signature
-from django_ojs.errors import InvalidRequest
 from django_ojs.handlers.registry import registry
 from django_ojs.models import Job, Workflow
+from django_ojs.protocol.errors import InvalidRequest
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from django_ojs.conf import ojs_settings
-from django_ojs.durations import format_duration
-from django_ojs.envelope import (
+from django_ojs.models import Job
+from django_ojs.protocol.durations import format_duration
+from django_ojs.protocol.envelope import (
     KNOWN_ATTRIBUTES,
     MAX_QUEUE_LENGTH,
     MAX_TYPE_LENGTH,
@@ -32,8 +33,7 @@ from django_ojs.envelope import (
     parse_job,
     render_job,
 )
-from django_ojs.errors import OJSError
-from django_ojs.models import Job
+from django_ojs.protocol.errors import OJSError
 
 TEXT = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12)
 JSON = st.recursive(

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from django_ojs.errors import InvalidRequest
+from django_ojs.core.search import job_search
 from django_ojs.models import Job
-from django_ojs.search import job_search
-from tests.core.test_query_plans import plan_of
+from django_ojs.protocol.errors import InvalidRequest
+from tests.core.pg.test_query_plans import plan_of
 from tests.job_rows import insert_jobs
 
 

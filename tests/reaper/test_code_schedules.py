@@ -10,10 +10,10 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 import django_ojs
-from django_ojs.code_schedules import declared, schedule_from_setting
-from django_ojs.core.schedules import CronSpec, validate_template
+from django_ojs.handlers.registry import declared_schedules as declared
 from django_ojs.handlers.registry import registry
 from django_ojs.models import CronJob, Job
+from django_ojs.protocol.cron_jobs import CronSpec, schedule_from_setting, validate_template
 from tests.helpers import ago
 from tests.waiting import PATIENCE, wait_until
 

@@ -17,8 +17,8 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, OperationalError, connections
 
-from django_ojs.core.schedules import CronSpec
 from django_ojs.models import CronJob, Job, JobError, Worker
+from django_ojs.protocol.cron_jobs import CronSpec
 from django_ojs.reaper import MAX_ROUNDS, Loop, Reaper
 from tests.helpers import ago, database_url, race, reload
 
@@ -82,7 +82,7 @@ def test_an_outage_is_logged_once_and_silence_is_judged_only_a_heartbeat_timeout
     """Workers could not beat while the database was away: the reaper gives them time to."""
     import psycopg
 
-    from django_ojs import outage
+    from django_ojs.observe import outage
 
     ojs(HEARTBEAT_TIMEOUT=3)
     clock = [100.0]

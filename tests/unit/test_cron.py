@@ -1,4 +1,4 @@
-"""Unit tests for django_ojs.cron (pure: no Django, no database)."""
+"""Unit tests for django_ojs.protocol.cron (pure: no Django, no database)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from django_ojs.cron import CronError, Schedule, parse_schedule, validate_timezone
+from django_ojs.protocol.cron import CronError, Schedule, parse_schedule, validate_timezone
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -1,4 +1,4 @@
-"""Durations and timestamps as the OJS wire spells them: django_ojs.durations (pure)."""
+"""Durations and timestamps as the OJS wire spells them: django_ojs.protocol.durations (pure)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from django_ojs.durations import (
+from django_ojs.protocol.durations import (
     RelativeTime,
     format_duration,
     format_timestamp,

@@ -1,4 +1,4 @@
-"""PUSH bodies in, envelopes out: django_ojs.envelope (pure, no database)."""
+"""PUSH bodies in, envelopes out: django_ojs.protocol.envelope (pure, no database)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from django_ojs.durations import RelativeTime
-from django_ojs.envelope import parse_batch, parse_job, parse_job_ref, render_error, render_job
-from django_ojs.errors import InvalidRequest, PayloadTooLarge, PolicyInvalid
-from django_ojs.retry import DEFAULT_POLICY, RetryPolicy
+from django_ojs.protocol.durations import RelativeTime
+from django_ojs.protocol.envelope import parse_batch, parse_job, parse_job_ref, render_error, render_job
+from django_ojs.protocol.errors import InvalidRequest, PayloadTooLarge, PolicyInvalid
+from django_ojs.protocol.retry import DEFAULT_POLICY, RetryPolicy
 
 UTC = dt.UTC
 JOB_ID = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"

@@ -1,11 +1,11 @@
-"""The error a worker reports on FAIL: django_ojs.failure (pure)."""
+"""The error a worker reports on FAIL: django_ojs.protocol.failure (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from django_ojs.errors import InvalidRequest
-from django_ojs.failure import (
+from django_ojs.protocol.errors import InvalidRequest
+from django_ojs.protocol.failure import (
     MAX_BACKTRACE_CHARS,
     MAX_BACKTRACE_FRAMES,
     MAX_MESSAGE_CHARS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from django_ojs.errors import PolicyInvalid
 from django_ojs.handlers.registry import HandlerRegistry
+from django_ojs.protocol.errors import PolicyInvalid
 
 
 def send(ctx, to):

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, Histogram
 
-from django_ojs import metrics
 from django_ojs.models import Job
+from django_ojs.observe import metrics
 
 
 def samples(histogram_samples, **labels) -> dict[str, float]:

@@ -1,10 +1,10 @@
-"""Job ids made in batches (core/newjob.new_ids): UUIDv7, distinct, on the clock."""
+"""Job ids made in batches (core/job_columns.new_ids): UUIDv7, distinct, on the clock."""
 
 from __future__ import annotations
 
 import time
 
-from django_ojs.core.newjob import new_ids
+from django_ojs.core.job_columns import new_ids
 
 
 def test_new_ids_are_distinct_uuid7_of_this_millisecond():

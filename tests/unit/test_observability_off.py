@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys, django
 django.setup()
-import django_ojs.producer, django_ojs.api.urls, django_ojs.worker.runtime, django_ojs.signals
+import django_ojs.producer, django_ojs.api.urls, django_ojs.worker.runtime, django_ojs.observe.signals
 from django_ojs.worker.execution import Runner
 from django_ojs.handlers.registry import registry
 Runner(registry, [], omit_backtraces=False)

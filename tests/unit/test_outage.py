@@ -1,4 +1,4 @@
-"""django_ojs.outage: what counts as the database being away, and logging an outage once."""
+"""django_ojs.observe.outage: what counts as the database being away, and logging an outage once."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import psycopg.errors
 import pytest
 from django.db import InterfaceError, OperationalError, ProgrammingError
 
-from django_ojs import outage
-from django_ojs.outage import OutageWatch, is_unavailable, retry_on_new_connection
+from django_ojs.observe import outage
+from django_ojs.observe.outage import OutageWatch, is_unavailable, retry_on_new_connection
 
 
 def wrapped(driver_error: Exception, django_class: type[Exception] = OperationalError) -> Exception:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from django_ojs.api.pagination import Page, decode_cursor, encode_cursor, page_of
-from django_ojs.errors import InvalidRequest
+from django_ojs.protocol.errors import InvalidRequest
 
 
 @pytest.mark.parametrize("offset", [0, 1, 50, 10**6])

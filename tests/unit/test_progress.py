@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_ojs.errors import InvalidRequest
-from django_ojs.progress import Report, make, merge, parse, percent, view
+from django_ojs.protocol.errors import InvalidRequest
+from django_ojs.protocol.progress import Report, make, merge, parse, percent, view
 
 
 @pytest.mark.parametrize(("given", "stored"), [(-0.5, 0.0), (1.3, 1.0), (0.47, 0.47), (1, 1.0)])

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from django_ojs.errors import InvalidRequest
-from django_ojs.ratelimit import Limit, Usage, Window, budget, parse_job_limit
+from django_ojs.protocol.errors import InvalidRequest
+from django_ojs.protocol.ratelimit import Limit, Usage, Window, budget, parse_job_limit
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 SECOND = dt.timedelta(seconds=1)

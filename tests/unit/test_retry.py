@@ -1,4 +1,4 @@
-"""Unit tests for django_ojs.retry (pure: no Django, no database)."""
+"""Unit tests for django_ojs.protocol.retry (pure: no Django, no database)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from django_ojs.errors import PolicyInvalid
-from django_ojs.retry import (
+from django_ojs.protocol.errors import PolicyInvalid
+from django_ojs.protocol.retry import (
     DEFAULT_POLICY,
     HANDLER_CODES,
     FailureDecision,

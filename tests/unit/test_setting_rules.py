@@ -10,9 +10,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from django_ojs.conf import DEFAULTS
+from django_ojs.conf.rules import RULES, problems
 from django_ojs.handlers.registry import HandlerRegistry, registry
-from django_ojs.logs import show_on_stderr
-from django_ojs.setting_rules import RULES, problems
+from django_ojs.observe.logs import show_on_stderr
 
 
 def ours(**kwargs) -> list[checks.CheckMessage]:
@@ -119,7 +119,7 @@ def test_a_projects_logging_is_left_as_it_is(bare_logger):
 
 
 def test_listen_takes_a_boolean_or_the_alias_of_a_configured_database():
-    from django_ojs.setting_rules import RULES
+    from django_ojs.conf.rules import RULES
 
     rule = RULES["LISTEN"]
     assert rule(True) is None and rule(False) is None and rule("default") is None

@@ -1,10 +1,10 @@
-"""The transition table (django_ojs.states) against ojs-core §6.3 and §6.4 (pure)."""
+"""The transition table (django_ojs.protocol.states) against ojs-core §6.3 and §6.4 (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from django_ojs.states import (
+from django_ojs.protocol.states import (
     ALLOWED_PAIRS,
     INITIAL_STATES,
     MOVES,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_ojs.api.media import MAX_BODY_DEPTH, check_storable
-from django_ojs.errors import InvalidPayload, InvalidRequest, PayloadTooLarge
+from django_ojs.protocol.errors import InvalidPayload, InvalidRequest, PayloadTooLarge
 
 STORABLE_TEXT = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
 JSON = st.recursive(

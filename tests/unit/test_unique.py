@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from django_ojs.errors import InvalidRequest
-from django_ojs.states import JobState as S
-from django_ojs.unique import LIVE, canonical_json, decode_states, encode_states, parse_unique
+from django_ojs.protocol.errors import InvalidRequest
+from django_ojs.protocol.states import JobState as S
+from django_ojs.protocol.unique import LIVE, canonical_json, decode_states, encode_states, parse_unique
 
 
 def policy(value, args=(), meta=None):

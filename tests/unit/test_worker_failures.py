@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from django_ojs.errors import InvalidRequest
-from django_ojs.failure import MAX_BACKTRACE_CHARS, MAX_BACKTRACE_FRAMES
 from django_ojs.handlers.options import job_body
+from django_ojs.protocol.errors import InvalidRequest
+from django_ojs.protocol.failure import MAX_BACKTRACE_CHARS, MAX_BACKTRACE_FRAMES
 from django_ojs.worker import failures
 from django_ojs.worker.signals import pid1_problem
 from django_ojs.worker.waker import Waker

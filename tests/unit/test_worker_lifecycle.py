@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from django_ojs.states import WorkerState as S
+from django_ojs.protocol.states import WorkerState as S
 from django_ojs.worker.lifecycle import Change, Lifecycle
 
 

@@ -13,10 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from django_ojs.core.outcome import Lease
-from django_ojs.core.workers import BeatReply, HeldJob
+from django_ojs.core.types import BeatReply, HeldJob, Lease
 from django_ojs.handlers.context import JobContext
-from django_ojs.states import WorkerState
+from django_ojs.protocol.states import WorkerState
 from django_ojs.worker.execution import Execution
 from django_ojs.worker.heartbeat import Heartbeat
 from django_ojs.worker.runtime import Runtime, WorkerConfig

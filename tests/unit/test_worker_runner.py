@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from django_ojs.core.outcome import Lease
+from django_ojs.core.types import Lease
 from django_ojs.handlers.context import JobContext
 from django_ojs.handlers.registry import HandlerRegistry
 from django_ojs.worker.execution import Execution, Runner

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_ojs.errors import InvalidRequest
-from django_ojs.workflows import DONE, MAX_DEPTH, Engine, Node, parse
+from django_ojs.protocol.errors import InvalidRequest
+from django_ojs.protocol.workflows import DONE, MAX_DEPTH, Engine, Node, parse
 
 
 def job(kind: str) -> dict:

@@ -13,7 +13,7 @@ from django.db import connection
 
 import django_ojs
 from django_ojs.models import Job, Worker
-from django_ojs.states import WorkerState
+from django_ojs.protocol.states import WorkerState
 
 from .conftest import PATIENCE, heartbeats_pass, wait_until
 from .probe.models import Execution

@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 import django_ojs
-from django_ojs.errors import InvalidRequest
 from django_ojs.handlers import middleware as mw
 from django_ojs.models import Job
+from django_ojs.protocol.errors import InvalidRequest
 
 from .probe.models import Order
 

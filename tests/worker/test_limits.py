@@ -12,8 +12,8 @@ import pytest
 from django.db.models import Count
 
 from django_ojs.core import queue_config
-from django_ojs.envelope import parse_job
 from django_ojs.models import Job
+from django_ojs.protocol.envelope import parse_job
 
 from .conftest import wait_until
 from .probe.models import Execution

@@ -10,8 +10,8 @@ from collections import defaultdict
 import pytest
 from django.db.models import Count
 
-from django_ojs.envelope import parse_job
 from django_ojs.models import Job
+from django_ojs.protocol.envelope import parse_job
 
 from .conftest import PATIENCE, wait_until
 from .probe.models import Execution

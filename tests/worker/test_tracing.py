@@ -125,7 +125,7 @@ def test_a_job_the_sampler_dropped_keeps_its_trace_context_and_records_no_span(w
 def test_a_sampler_is_given_the_queue_and_type_of_each_span_it_decides(monkeypatch):
     from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
-    from django_ojs import tracing
+    from django_ojs.observe import tracing
 
     class Recorder(Sampler):
         seen: list[tuple[str, dict]] = []

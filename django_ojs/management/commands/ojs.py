@@ -17,10 +17,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...cli import output, reads
-from ...core import bulk
-from ...envelope import validate_queue_name
-from ...errors import OJSError
-from ...models import Queue
+from ...core import bulk, queues
+from ...protocol.envelope import validate_queue_name
+from ...protocol.errors import OJSError
 
 NOT_CONFIRMED = 3
 PARTIAL = 4
@@ -103,10 +102,10 @@ class Command(BaseCommand):
     # -- moves -------------------------------------------------------------------------
 
     def do_pause(self, options: dict[str, Any]) -> None:
-        self.set_paused(options, Queue.objects.pause)
+        self.set_paused(options, queues.pause)
 
     def do_resume(self, options: dict[str, Any]) -> None:
-        self.set_paused(options, Queue.objects.resume)
+        self.set_paused(options, queues.resume)
 
     def set_paused(self, options: dict[str, Any], move: Any) -> None:
         names = [validate_queue_name(name, "queue") for name in options["queues"]]

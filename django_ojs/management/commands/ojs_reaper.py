@@ -7,7 +7,7 @@ import signal
 from django.core.management.base import BaseCommand
 
 from ...conf import ojs_settings
-from ...logs import show_on_stderr
+from ...observe.logs import show_on_stderr
 from ...reaper import Reaper, default_loops
 
 

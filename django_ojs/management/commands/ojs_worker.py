@@ -6,8 +6,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...checks import judge_worker_queues
-from ...logs import show_on_stderr
+from ...conf.checks import judge_worker_queues
+from ...observe.logs import show_on_stderr
 from ...worker.runtime import Runtime, WorkerConfig
 
 

@@ -14,7 +14,7 @@ class ProbeConfig(AppConfig):
         # appends every signal it sends to that file, one JSON line each.
         path = os.environ.get("OJS_PROBE_SIGNALS")
         if path:
-            from django_ojs.signals import ojs_event, worker_died
+            from django_ojs.observe.signals import ojs_event, worker_died
 
             def write(line: dict) -> None:
                 with open(path, "a") as log:

@@ -1,0 +1,101 @@
+"""System checks: settings that are wrong, or dangerous outside a test bench."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+from django.core import checks
+
+from ..core.pg import prepared
+from ..handlers.registry import registry
+from . import DEFAULTS, ojs_settings
+
+# Off while ``ojs_worker`` runs its system checks: that worker knows the
+# queues it reads (--queue) and warns at start about handlers it leaves
+# waiting; W004 can only judge OJS["WORKER_QUEUES"], and would contradict it.
+judge_worker_queues: ContextVar[bool] = ContextVar("judge_worker_queues", default=True)
+
+
+@checks.register()
+def check_settings(app_configs=None, **kwargs):
+    messages: list[checks.CheckMessage] = []
+    for key in ojs_settings.unknown_keys():
+        messages.append(
+            checks.Error(
+                f"OJS[{key!r}] is not a django-ojs setting.",
+                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                id="django_ojs.E001",
+            )
+        )
+    bad = dict(ojs_settings.problems())
+    for key, problem in bad.items():
+        messages.append(checks.Error(f"OJS[{key!r}] {problem}.", id="django_ojs.E002"))
+    timing_valid = {"HEARTBEAT_TIMEOUT", "HEARTBEAT_INTERVAL"}.isdisjoint(bad)
+    if timing_valid and ojs_settings.HEARTBEAT_TIMEOUT < 3 * ojs_settings.HEARTBEAT_INTERVAL:
+        messages.append(
+            checks.Warning(
+                "OJS HEARTBEAT_TIMEOUT is less than 3 heartbeat intervals; busy workers may be declared dead.",
+                hint="ojs-worker-protocol §10.3 asks for at least 3x HEARTBEAT_INTERVAL.",
+                id="django_ojs.W001",
+            )
+        )
+    if "WORKER_QUEUES" not in bad and "DEFAULT_QUEUE" not in bad and judge_worker_queues.get():
+        messages.extend(_unserved_handlers())
+    if ojs_settings.TEST_HOOKS:
+        messages.append(
+            checks.Warning(
+                "OJS TEST_HOOKS is on: the test reset endpoint and meta.test_directive are served.",
+                hint="Turn it off outside conformance and test runs.",
+                id="django_ojs.W002",
+            )
+        )
+    if not ojs_settings.AUTH_REQUIRED:
+        messages.append(
+            checks.Warning(
+                "OJS AUTH_REQUIRED is off: the API accepts requests without an API key.",
+                hint="Only on a trusted network, such as the local demo.",
+                id="django_ojs.W003",
+            )
+        )
+    if "LISTEN" not in bad and "PREPARED_STATEMENTS" not in bad:
+        messages.extend(_prepared_behind_a_pooler())
+    return messages
+
+
+def _prepared_behind_a_pooler() -> list[checks.CheckMessage]:
+    """LISTEN on an alias of its own is the README's way around a transaction pooler, where prepared statements break."""
+    from django.conf import settings
+
+    listen = ojs_settings.LISTEN
+    if not isinstance(listen, str) or ojs_settings.PREPARED_STATEMENTS is not None:
+        return []  # no alias, or the project decided
+
+    default = settings.DATABASES.get("default", {})
+    if "postgresql" not in default.get("ENGINE", "") or not prepared.prepares(default):
+        return []
+    return [
+        checks.Warning(
+            f"OJS['LISTEN'] names the database {listen!r}, as when the default one goes through a transaction "
+            "pooler, but django-ojs prepares its hot statements on the default database.",
+            hint="Behind PgBouncer in transaction mode (before 1.21) set DISABLE_SERVER_SIDE_CURSORS = True in "
+            "DATABASES['default'] (or OJS['PREPARED_STATEMENTS'] = False); if the default database reaches "
+            "PostgreSQL directly, set OJS['PREPARED_STATEMENTS'] = True to say so.",
+            id="django_ojs.W005",
+        )
+    ]
+
+
+def _unserved_handlers() -> list[checks.CheckMessage]:
+    unserved = registry.unserved(ojs_settings.WORKER_QUEUES, ojs_settings.DEFAULT_QUEUE)
+    if not unserved:
+        return []
+    listed = ", ".join(f"{job_type} (queue {queue!r})" for job_type, queue in unserved.items())
+    return [
+        checks.Warning(
+            f"These handlers' jobs go to queues OJS['WORKER_QUEUES'] does not read: {listed}. "
+            "A worker started without --queue leaves them waiting.",
+            hint=f"Add the queues to OJS['WORKER_QUEUES'] (now {list(ojs_settings.WORKER_QUEUES)!r}), or start "
+            "workers with --queue for them and silence this check (SILENCED_SYSTEM_CHECKS = ['django_ojs.W004']).",
+            id="django_ojs.W004",
+        )
+    ]

@@ -1,0 +1,93 @@
+"""Counting without full scans: exact up to a bound, the planner's estimate beyond it.
+
+A ``COUNT(*)`` over a million-row job table reads every row. Operators need
+exact figures when they are small (3 stuck jobs) and only the order of
+magnitude when they are large, so a count stops at a bound (``LIMIT`` in a
+subquery) and, past it, asks PostgreSQL's planner, whose estimate comes from
+the table statistics (``pg_class.reltuples`` and the column histograms) and
+costs no row reads. On PostgreSQL each count is also cut off by a statement
+timeout, so a filter no index serves cannot hold a page hostage.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.db import OperationalError, connections, transaction
+from django.db.models import QuerySet
+
+EXACT_COUNT_LIMIT = 10_000
+# How long a bounded count may run before the estimate is used instead.
+COUNT_TIMEOUT_MS = 150
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A row count and whether it is exact or an estimate."""
+
+    value: int
+    exact: bool
+    # The planner guessed fewer rows than the bounded count already found:
+    # all that is known is that there are more than ``value - 1``.
+    at_least: bool = False
+
+    def __str__(self) -> str:
+        if self.exact:
+            return f"{self.value:,}"
+        return f"> {self.value - 1:,}" if self.at_least else f"≈ {self.value:,}"
+
+
+def count_rows(queryset: QuerySet, limit: int = EXACT_COUNT_LIMIT) -> Tally:
+    """Exact when there are at most ``limit`` rows, otherwise the planner's estimate."""
+    bounded = _bounded_count(queryset, limit)
+    if bounded is not None and bounded <= limit:
+        return Tally(bounded, True)
+    estimate = planner_estimate(queryset)
+    if estimate is None:
+        # Not PostgreSQL: a development database, small enough to count.
+        return Tally(queryset.order_by().count(), True)
+    floor = limit + 1 if bounded is not None else 0
+    return Tally(max(estimate, floor), False, at_least=estimate < floor)
+
+
+def _bounded_count(queryset: QuerySet, limit: int) -> int | None:
+    """Count at most ``limit + 1`` rows; None when the count ran out of time."""
+    bounded = queryset.order_by().values("pk")[: limit + 1]
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return bounded.count()
+    try:
+        with transaction.atomic(using=queryset.db):
+            previous = _set_statement_timeout(connection, f"{COUNT_TIMEOUT_MS}ms")
+            count = bounded.count()
+            # Within a caller's transaction (ATOMIC_REQUESTS) the setting would
+            # outlive this savepoint: put the caller's back.
+            _set_statement_timeout(connection, previous)
+            return count
+    except OperationalError:
+        # The savepoint's rollback has restored the caller's timeout.
+        return None
+
+
+def _set_statement_timeout(connection, value: str) -> str:
+    """Set the transaction's statement timeout; return the one it replaces."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('statement_timeout')")
+        previous = cursor.fetchone()[0]
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [value])
+    return previous
+
+
+def planner_estimate(queryset: QuerySet) -> int | None:
+    """PostgreSQL's estimate of the rows ``queryset`` matches; None elsewhere."""
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return None
+    sql, params = queryset.order_by().values("pk").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])

@@ -1,0 +1,243 @@
+"""Figures about queues and the whole store, derived from the job table, each query bounded: the one home
+for the counts the admin, the HTTP API and the metrics show.
+
+No counter row is kept (DESIGN invariant 7): counts come from the indexes
+(``ojs_job_queue_state``, the partial state indexes), throughput from the
+``finished_at`` of finished jobs (``ojs_job_finished``). Every query stops
+after a fixed number of rows, so the cost of a page does not grow with the
+table: past a count's bound the planner's estimate is shown (``≈``), past a
+throughput sample the window is shortened and said so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.db.models import Count, Max, Min
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import TruncMinute
+from django.utils.dateparse import parse_datetime
+
+from ..models import Job
+from ..protocol.states import STATE_ORDER, JobState
+from .clock import db_now
+from .counting import Tally, count_rows, planner_estimate
+
+# Per queue and state, counted exactly up to this many jobs.
+QUEUE_COUNT_LIMIT = 1_000
+# The oldest waiting job is looked for among this many at the head of a queue.
+QUEUE_HEAD_ROWS = 10_000
+THROUGHPUT_WINDOW = dt.timedelta(minutes=5)
+# The most finished jobs a throughput or chart figure reads.
+THROUGHPUT_SAMPLE = 50_000
+CHART_SAMPLE = 200_000
+# "failed" in rates and charts: jobs that ended discarded (their last attempt failed).
+OUTCOMES = (JobState.COMPLETED, JobState.DISCARDED)
+
+
+@dataclass
+class QueueFigures:
+    counts: dict[str, Tally] = field(default_factory=dict)
+    completed_per_minute: float = 0.0
+    failed_per_minute: float = 0.0
+    # When the oldest available job was enqueued; exact when the whole
+    # backlog fits in QUEUE_HEAD_ROWS, else the oldest among the head.
+    oldest_available_at: dt.datetime | None = None
+    oldest_exact: bool = True
+
+
+@dataclass(frozen=True)
+class Throughput:
+    per_queue: dict[str, dict[str, int]]
+    window: dt.timedelta
+    # True when more jobs finished in the window than the sample holds: the
+    # window was shortened to the most recent THROUGHPUT_SAMPLE of them.
+    shortened: bool
+
+
+def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]:
+    """Counts by state, throughput and the oldest waiting job of each named queue."""
+    figures = {name: QueueFigures() for name in names}
+    if not names:
+        return figures
+    counts, oldest = queue_depths(names)
+    for (name, state), tally in counts.items():
+        figures[name].counts[state] = tally
+    for name, at in oldest.items():
+        figures[name].oldest_available_at = at
+        available = figures[name].counts[JobState.AVAILABLE.value]
+        figures[name].oldest_exact = available.exact and available.value <= QUEUE_HEAD_ROWS
+    rates = throughput(now)
+    minutes = rates.window.total_seconds() / 60
+    for name in names:
+        per_state = rates.per_queue.get(name, {})
+        figures[name].completed_per_minute = per_state.get(JobState.COMPLETED.value, 0) / minutes
+        figures[name].failed_per_minute = per_state.get(JobState.DISCARDED.value, 0) / minutes
+    return figures
+
+
+def queue_depths(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[str, dt.datetime | None]]:
+    """Jobs per (queue, state), exact up to QUEUE_COUNT_LIMIT and estimated past it, and
+    when each queue's oldest available job was enqueued (among its head). Also what
+    the Prometheus scrape reads (``observe/metrics.py``) and the API's queue statistics."""
+    counts, oldest = _queue_counts_and_heads(names)
+    tallies = {}
+    for (name, state), value in counts.items():
+        if value <= QUEUE_COUNT_LIMIT:
+            tallies[(name, state)] = Tally(value, True)
+        else:
+            estimate = planner_estimate(Job.objects.filter(queue=name, state=state))
+            tallies[(name, state)] = (
+                Tally(max(estimate, value), False, at_least=estimate < value)
+                if estimate is not None
+                else Tally(value, True)
+            )
+    return tallies, oldest
+
+
+def _queue_counts_and_heads(names: list[str]) -> tuple[dict[tuple[str, str], int], dict[str, dt.datetime | None]]:
+    """One statement: a bounded count per (queue, state), the oldest head job per queue."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    parts: list[str] = []
+    params: list[Any] = []
+    keys: list[tuple[str, str]] = []
+    for name in names:
+        for state in JobState:
+            parts.append(f"(SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE queue = %s AND state = %s LIMIT %s) c)")
+            params += [name, state.value, QUEUE_COUNT_LIMIT + 1]
+            keys.append((name, state.value))
+    for name in names:
+        parts.append(
+            f"(SELECT MIN(enqueued_at) FROM (SELECT enqueued_at FROM {table} WHERE queue = %s AND state = %s"
+            f" ORDER BY priority DESC, seq LIMIT %s) h)"
+        )
+        params += [name, JobState.AVAILABLE.value, QUEUE_HEAD_ROWS]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    counts = dict(zip(keys, row[: len(keys)]))
+    oldest = {name: _as_datetime(value) for name, value in zip(names, row[len(keys) :])}
+    return counts, oldest
+
+
+def throughput(now: dt.datetime, window: dt.timedelta = THROUGHPUT_WINDOW) -> Throughput:
+    """Jobs completed and failed per queue over the last ``window`` (or its most recent part)."""
+    per_queue: dict[str, dict[str, int]] = {}
+    start = now - window
+    shortened = False
+    for state in OUTCOMES:
+        cutoff = _sample_start(state, now - window, THROUGHPUT_SAMPLE)
+        if cutoff is not None and cutoff > start:
+            start, shortened = cutoff, True
+    for state in OUTCOMES:
+        rows = (
+            Job.objects.filter(state=state, finished_at__gte=start)
+            .values_list("queue")
+            .annotate(n=Count("*"))
+            .order_by()
+        )
+        for queue, n in rows:
+            per_queue.setdefault(queue, {})[state.value] = n
+    return Throughput(per_queue, max(now - start, dt.timedelta(seconds=1)), shortened)
+
+
+@dataclass(frozen=True)
+class MinuteSeries:
+    """Jobs finished per minute over the last ``len(minutes)`` minutes, oldest first.
+
+    A value is None for a minute the sample did not reach.
+    """
+
+    minutes: list[dt.datetime]
+    values: dict[str, list[int | None]]
+
+
+def finished_per_minute(now: dt.datetime, minutes: int = 60) -> MinuteSeries:
+    """Completed and failed (discarded) jobs per minute: the overview's chart."""
+    last = now.replace(second=0, microsecond=0)
+    slots = [last - dt.timedelta(minutes=minutes - 1 - index) for index in range(minutes)]
+    values: dict[str, list[int | None]] = {}
+    for state in OUTCOMES:
+        cutoff = _sample_start(state, slots[0], CHART_SAMPLE)
+        counted_from = slots[0] if cutoff is None else cutoff
+        rows = dict(
+            Job.objects.filter(state=state, finished_at__gte=counted_from)
+            .annotate(minute=TruncMinute("finished_at"))
+            .values_list("minute")
+            .annotate(n=Count("*"))
+            .order_by()
+        )
+        # The minute the sample starts in is only partly counted: unknown too.
+        values[state.value] = [
+            rows.get(slot, 0) if cutoff is None or slot > cutoff else None for slot in slots
+        ]
+    return MinuteSeries(slots, values)
+
+
+def state_counts() -> dict[str, Tally]:
+    """How many jobs are in each state (in STATE_ORDER): exact up to the bound, estimated beyond."""
+    return {state.value: count_rows(Job.objects.filter(state=state)) for state in STATE_ORDER}
+
+
+def _sample_start(state: JobState, since: dt.datetime, sample: int) -> dt.datetime | None:
+    """When the ``sample``-th most recent job finished in ``state`` after ``since``, if so many did."""
+    found = (
+        Job.objects.filter(state=state, finished_at__gte=since)
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)[sample - 1 : sample]
+    )
+    return next(iter(found), None)
+
+
+def _as_datetime(value: object) -> dt.datetime | None:
+    """A timestamp from raw SQL: PostgreSQL gives datetimes, SQLite gives text."""
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    parsed = parse_datetime(str(value))
+    return parsed.replace(tzinfo=dt.UTC) if parsed and parsed.tzinfo is None else parsed
+
+
+def queue_stats(name: str) -> dict[str, Any]:
+    """One queue's statistics for the HTTP API (ojs-http-binding §11.2), from the same counts as the admin
+    and the metrics: jobs per state (exact up to ``QUEUE_COUNT_LIMIT``, estimated past it), the last
+    hour's outcomes (past ``THROUGHPUT_SAMPLE`` of them, scaled from the most recent part of the hour),
+    and the oldest waiting job's age. No figure reads history beyond those bounds."""
+    now = db_now()
+    tallies, oldest = queue_depths([name])
+    counts = {state.value: tallies[(name, state.value)].value for state in JobState}
+    hour = dt.timedelta(hours=1)
+    rates = throughput(now, hour)
+    scale = hour / rates.window
+    outcomes = rates.per_queue.get(name, {})
+    completed = round(outcomes.get(JobState.COMPLETED.value, 0) * scale)
+    at = oldest.get(name)
+    return {
+        **counts,
+        "completed_last_hour": completed,
+        "failed_last_hour": round(outcomes.get(JobState.DISCARDED.value, 0) * scale),
+        "throughput_per_second": round(completed / 3600, 3),
+        "oldest_available_age_ms": int((now - at).total_seconds() * 1000) if at else None,
+        "computed_at": now,
+    }
+
+
+def dead_letter_stats() -> dict[str, Any]:
+    """ojs-dead-letter §10.1: discarded jobs by queue and last error type, and their span."""
+    dead = Job.objects.filter(state=JobState.DISCARDED)
+    span = dead.aggregate(total=Count("seq"), oldest=Min("finished_at"), newest=Max("finished_at"))
+    by_queue = dict(dead.values_list("queue").annotate(n=Count("seq")).order_by())
+    by_type = (
+        dead.annotate(error_type=KeyTextTransform("type", "error"))
+        .values_list("error_type")
+        .annotate(n=Count("seq"))
+        .order_by()
+    )
+    return {
+        **span,
+        "dead_letter": dead.filter(dead_letter=True).count(),
+        "by_queue": by_queue,
+        "by_error_type": {error_type or "Unknown": n for error_type, n in by_type},
+    }

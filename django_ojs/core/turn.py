@@ -1,0 +1,69 @@
+"""The in-process worker's turn: write its finished attempts, then claim for its free slots.
+
+One transaction, one commit. Lock order (DESIGN invariant 11): the worker's
+row, then the batch's job rows in ``seq`` order (``settle_many``), then new
+jobs with SKIP LOCKED. The worker's row is held by the first statement that
+locks: the batch's lock, or the claim when there is no batch (no statement
+of its own).
+
+Outside a caller's transaction the engine may do the common turn -- a
+batch of completions, a queue without limits -- in one statement
+(``Engine.turn``); a claim with no batch is FETCH's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from django.db import DatabaseError, connection, transaction
+
+from ..models import Job
+from .claim import claim, fetch
+from .engine import current as current_engine
+from .settle import settle_many
+from .types import LimitReport, Settlement, Verdict
+
+logger = logging.getLogger("django_ojs.worker")  # the in-process worker's turn
+
+
+def settle_and_fetch(
+    worker_id: str,
+    settlements: Sequence[Settlement],
+    queues: Sequence[str],
+    count: int,
+    limit_report: LimitReport | None = None,
+) -> tuple[list[Verdict], list[Job]]:
+    """Write this worker's finished attempts and claim up to ``count`` jobs; a verdict per attempt, and the jobs."""
+    if not connection.in_atomic_block:
+        if not settlements:
+            return [], fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+        turn = current_engine().turn(worker_id, settlements, queues, count)
+        if turn is not None and turn.settled:
+            jobs = turn.jobs
+            if count and not turn.claimed:
+                jobs = _claim_after_written_batch(queues, count, worker_id, limit_report)
+            return [Verdict.COMPLETED] * len(settlements), jobs
+    with transaction.atomic():
+        claiming = count > 0
+        verdicts = settle_many(settlements, holding=worker_id if claiming else None)
+        held = claiming and bool(settlements)
+        jobs = claim(queues, count, worker_id, None, limit_report, hold=not held) if claiming else []
+    return verdicts, jobs
+
+
+def _claim_after_written_batch(
+    queues: Sequence[str], count: int, worker_id: str, limit_report: LimitReport | None
+) -> list[Job]:
+    """The claim that follows a batch its own statement wrote and committed.
+
+    A database error here must not reach the worker as the turn's: it
+    would write the batch again next turn, and be refused, as if the jobs
+    had been taken away. The batch stands; nothing is claimed; the next
+    turn claims (and meets the outage, if it is one).
+    """
+    try:
+        return fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+    except DatabaseError as exc:
+        logger.warning("claim after a written batch failed (%s); the next turn claims", exc)
+        return []

@@ -1,0 +1,240 @@
+"""Prometheus metrics (ojs-observability §8), with ``OJS["METRICS"]`` on and the ``prometheus`` extra.
+
+Two kinds, two sources:
+
+- **Counters and histograms** are counted where things happen. The lifecycle
+  counters (``ojs_job_enqueued_total``, ``_completed``, ``_failed`` = discarded,
+  ``_retried``, ``_cancelled``, ``_expired``, ``ojs_reaper_recovered_total``)
+  come from the committed events (``django_ojs.observe.signals.count_with``: after
+  commit, like the signals, but told of the one-statement paths' events as
+  (queue, type) pairs, with no event row read back), so they count committed
+  moves only, in whichever process made them: web (PUSH, ACK over HTTP),
+  worker, reaper. The histograms ``ojs_job_duration_seconds`` and
+  ``ojs_job_queue_time_seconds`` are observed by the Python worker around
+  each execution.
+- **Gauges** about the whole store (``ojs_queue_depth``, the oldest available
+  job's age, workers by state, busy jobs) are read at scrape time with the
+  admin's bounded counts: exact up to 1,000 per queue and state, the
+  planner's estimate past that, never a full scan.
+
+Several processes: ``prometheus_client``'s multiprocess mode. Point
+``PROMETHEUS_MULTIPROC_DIR`` at one empty directory for every process of a
+host (web and ``ojs_worker``, ``ojs_reaper``), emptied at each deploy; the
+scrape endpoint sums the files. Without it, the endpoint shows the counters
+of the process that answers only (fine for one process, wrong for several).
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import os
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from ..core.clock import db_now
+from ..core.stats import queue_depths
+from ..models import Queue, Worker
+from ..protocol.states import JobState
+from .signals import count_with, stop_counting
+
+# ojs-observability §8.2 recommended buckets.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+QUEUE_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600)
+# At most this many queues get gauges per scrape (labels stay bounded, §8.4).
+MAX_QUEUES = 200
+
+_LABELS = ("queue", "type")
+ENQUEUED = Counter(
+    "ojs_job_enqueued", "Jobs that became available for their first attempt (scheduled ones when due).", _LABELS
+)
+COMPLETED = Counter("ojs_job_completed", "Jobs that reached completed.", _LABELS)
+FAILED = Counter("ojs_job_failed", "Jobs that reached discarded (their last attempt failed).", _LABELS)
+RETRIED = Counter("ojs_job_retried", "Failed attempts that will be retried.", _LABELS)
+CANCELLED = Counter("ojs_job_cancelled", "Jobs cancelled.", _LABELS)
+EXPIRED = Counter("ojs_job_expired", "Jobs discarded because they expired.", _LABELS)
+ATTEMPT_FAILED = Counter("ojs_job_attempt_failed", "Failed attempts, whatever followed.", _LABELS)
+RECOVERED = Counter(
+    "ojs_reaper_recovered", "Attempts the server took back: dead worker, lapsed lease, execution timeout.",
+    ("queue", "reason"),
+)
+DURATION = Histogram(
+    "ojs_job_duration_seconds", "Execution time of an attempt in the Python worker.",
+    ("queue", "type", "state"), buckets=DURATION_BUCKETS,
+)
+QUEUE_TIME = Histogram(
+    "ojs_job_queue_time_seconds", "Time from enqueue to the start of the attempt.", _LABELS, buckets=QUEUE_TIME_BUCKETS,
+)
+
+_BY_TYPE = {
+    "job.enqueued": ENQUEUED, "job.completed": COMPLETED, "job.discarded": FAILED, "job.retrying": RETRIED,
+    "job.cancelled": CANCELLED, "job.expired": EXPIRED, "job.failed": ATTEMPT_FAILED,
+}
+_RECOVERIES = {"worker_death", "visibility_timeout", "timeout"}
+
+
+# Each metric's children by label values, as ``labels()`` returns them: that
+# call validates and builds its key under a lock every time, twice per job or
+# more. Bounded as the labels are (queues × types × states).
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
+
+
+def count_event(event: Any) -> None:
+    """One committed event, one increment."""
+    counter = _BY_TYPE.get(event.type)
+    if counter is None:
+        return
+    data = event.data or {}
+    if counter is ENQUEUED and data.get("attempt"):
+        return  # back in its queue for another attempt (retry, release, recovery): not a new job
+    queue = event.queue or data.get("queue") or ""
+    _child(counter, queue, data.get("job_type", "")).inc()
+    if event.type == "job.failed":
+        kind = (data.get("error") or {}).get("type")
+        if kind in _RECOVERIES:
+            _child(RECOVERED, queue, kind).inc()
+
+
+class _Counting:
+    """What ``signals.count_with`` is given: committed events, whole or as (queue, job type) pairs."""
+
+    kinds = frozenset(_BY_TYPE)
+
+    def count_events(self, events: list[Any]) -> None:
+        for event in events:
+            count_event(event)
+
+    def count_moves(self, kind: str, pairs: list[tuple[str, str]]) -> None:
+        """``kind`` events of new jobs or finished attempts (never ``job.failed``, which needs its error)."""
+        counter = _BY_TYPE.get(kind)
+        if counter is None:
+            return
+        # One increment per label pair, not per job: a worker turn completes many (a plain
+        # dict: collections.Counter costs more to build than a turn's few pairs to count).
+        tally: dict[tuple[str, str], int] = {}
+        for pair in pairs:
+            tally[pair] = tally.get(pair, 0) + 1
+        for (queue, job_type), many in tally.items():
+            _child(counter, queue, job_type).inc(many)
+
+
+COUNTING = _Counting()
+
+
+# Executions observed in the worker's handler threads, written to the histograms
+# by its loop at most once a second (``flush_observations``): a deque, safe to append to
+# from any thread and to empty from another.
+_observed: collections.deque[tuple[Any, float]] = collections.deque()
+
+
+# (queue, type, state) -> that execution's duration child and queue-time child: one lookup per job.
+_execution_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
+def observe_execution(job: Any, state: str, seconds: float) -> None:
+    """One finished execution in the worker: its duration and how long it waited first.
+
+    Held until the worker's loop calls ``flush_observations`` (once a second,
+    and at exit): a histogram observation costs several locked writes to the
+    multiprocess files, per observation; a turn's worth of them mostly fall in
+    one bucket, and is written as one increment of that bucket and the sum.
+    """
+    key = (job.queue, job.type, state)
+    children = _execution_children.get(key)
+    if children is None:
+        children = _execution_children[key] = (_child(DURATION, *key), _child(QUEUE_TIME, job.queue, job.type))
+    _observed.append((children[0], seconds))
+    if job.attempt == 1 and job.started_at and job.enqueued_at:
+        waited = (job.started_at - job.enqueued_at).total_seconds()
+        _observed.append((children[1], waited if waited > 0.0 else 0.0))
+
+
+def flush_observations() -> None:
+    """Write the held observations: per histogram child, each bucket's count and the sum once."""
+    if not _observed:
+        return
+    # Plain dicts keyed by (child, bucket) and child: a turn holds a few children at most.
+    counts: dict[tuple[Any, int], int] = {}
+    sums: dict[Any, float] = {}
+    while True:
+        try:
+            child, amount = _observed.popleft()
+        except IndexError:
+            break
+        bucket = (child, bisect.bisect_left(child._upper_bounds, amount))
+        counts[bucket] = counts.get(bucket, 0) + 1
+        sums[child] = sums.get(child, 0.0) + amount
+    # What Histogram.observe does per observation (prometheus_client: the sum, then the
+    # first bucket whose upper bound holds the amount; +Inf is the last), once per bucket.
+    for child, total in sums.items():
+        child._sum.inc(total)
+    for (child, index), count in counts.items():
+        child._buckets[index].inc(count)
+
+
+class StoreCollector:
+    """Gauges read from the database at scrape time, each query bounded."""
+
+    def collect(self) -> Any:
+        now = db_now()
+        names = list(Queue.objects.order_by("name").values_list("name", flat=True)[:MAX_QUEUES])
+        counts, oldest = queue_depths(names)
+        depth = GaugeMetricFamily("ojs_queue_depth", "Jobs per queue and state (estimated past 1,000).",
+                                  labels=["queue", "state"])
+        busy = GaugeMetricFamily("ojs_workers_busy", "Jobs executing now, per queue.", labels=["queue"])
+        for (queue, state), tally in counts.items():
+            depth.add_metric([queue, state], tally.value)
+            if state == JobState.ACTIVE.value:
+                busy.add_metric([queue], tally.value)
+        age = GaugeMetricFamily("ojs_queue_oldest_available_age_seconds",
+                                "Age of the oldest available job per queue (0 when none waits).", labels=["queue"])
+        for queue in names:
+            at = oldest.get(queue)
+            age.add_metric([queue], max((now - at).total_seconds(), 0.0) if at else 0.0)
+        workers = GaugeMetricFamily("ojs_workers", "Registered workers by state; dead ones as \"dead\".",
+                                    labels=["state"])
+        by_state: dict[str, int] = {}
+        for state, dead in Worker.objects.values_list("state", "declared_dead_at"):
+            key = "dead" if dead else state
+            by_state[key] = by_state.get(key, 0) + 1
+        for state, value in sorted(by_state.items()):
+            workers.add_metric([state], value)
+        active = GaugeMetricFamily("ojs_workers_active", "Workers not declared dead.")
+        active.add_metric([], sum(v for k, v in by_state.items() if k != "dead"))
+        yield from (depth, busy, age, workers, active)
+
+
+def exposition() -> bytes:
+    """The text a scrape answers: this host's counters (all processes) and the store's gauges."""
+    from prometheus_client import REGISTRY
+
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from prometheus_client import multiprocess
+
+        counted = CollectorRegistry()
+        multiprocess.MultiProcessCollector(counted, path=directory)
+    else:
+        counted = REGISTRY
+    store = CollectorRegistry(auto_describe=False)
+    store.register(StoreCollector())
+    return generate_latest(counted) + generate_latest(store)
+
+
+def enable() -> None:
+    """Count every committed event from now on (AppConfig.ready, with METRICS on)."""
+    count_with(COUNTING)
+
+
+def disable() -> None:
+    stop_counting(COUNTING)
