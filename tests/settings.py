@@ -25,6 +25,9 @@ else:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 OJS.update(AUTH_REQUIRED=True, TEST_HOOKS=False)
+# The contract suite's second PostgreSQL run (tox -e stepwise): every operation in its ORM steps.
+if os.environ.get("OJS_TEST_ENGINE") == "stepwise":
+    OJS["ONE_STATEMENT_PATHS"] = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Probe handlers and tables for the worker tests (tests/worker/probe).
