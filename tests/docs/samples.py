@@ -31,7 +31,7 @@ DOCS = ROOT / "docs"
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 DIRECTIVE = re.compile(r"<!--\s*sample:(?P<head>[^\n]*?)(?:\n(?P<prelude>.*?))?\s*-->\s*$", re.DOTALL)
-PAGE_DIRECTIVE = re.compile(r"<!--\s*samples:\s*(?P<mode>[\w-]+)\s*-->")
+PAGE_DIRECTIVE = re.compile(r"^<!--\s*samples:\s*(?P<mode>[\w-]+)\s*-->\s*$", re.MULTILINE)
 
 # The languages a block may name, and the kinds each may be run as (the first is the default).
 KINDS: dict[str, tuple[str, ...]] = {
@@ -79,7 +79,8 @@ def pages() -> list[Path]:
 
 def page_mode(path: Path) -> str:
     """``workspace`` for a page followed step by step in a new project (the tutorial), else ``project``."""
-    match = PAGE_DIRECTIVE.search(path.read_text())
+    outside_blocks = re.sub(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", "", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+    match = PAGE_DIRECTIVE.search(outside_blocks)
     return match["mode"] if match else "project"
 
 
@@ -119,7 +120,7 @@ def _parse_head(head: str, lang: str, where: str) -> tuple[str, set[str], dict[s
 
 def samples_of(path: Path) -> Iterator[Sample]:
     lines = path.read_text().splitlines()
-    page = str(path.relative_to(ROOT))
+    page = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
     index = 0
     while index < len(lines):
         opening = FENCE.match(lines[index])
