@@ -35,6 +35,9 @@ from .handlers.registry import registry
 from .protocol.workflows import parse
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
+    from .handlers.options import EnqueueOptions
     from .models import Workflow
 
 
@@ -62,13 +65,13 @@ class Composable:
 
 @dataclass(frozen=True)
 class Signature(Composable):
-    """One job to run: ``handler.s(*args, **options)`` or ``signature("type", [args], **options)``."""
+    """One job to run: ``handler.s(*args)``, ``handler.using(**options).s(*args)`` or ``signature("type", [args], **options)``."""
 
     type: str
     args: tuple[Any, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
 
-    def set(self, **options: Any) -> Signature:
+    def set(self, **options: Unpack[EnqueueOptions]) -> Signature:
         """A copy with more options (``queue=``, ``retry=``, ``timeout=``...)."""
         return replace(self, options={**self.options, **options})
 

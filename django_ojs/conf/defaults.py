@@ -1,7 +1,10 @@
 """Every django-ojs setting's default, from the spec documents named beside each.
 
 Durations are in seconds unless the name says otherwise. The settings
-reference (docs) is generated from this module's comments.
+reference (docs/reference/settings.md) is generated from this module: a
+``# -- Section --`` line starts a section, the comment right above a setting
+is its meaning there (Markdown), its rule in ``rules.py`` gives its type.
+After a change, ``python -m tests.docs.settings_reference`` rewrites the page.
 """
 
 from __future__ import annotations
@@ -10,124 +13,152 @@ from typing import Any
 
 DEFAULTS: dict[str, Any] = {
     # -- HTTP API ---------------------------------------------------------
-    # Require "Authorization: Bearer <key>". Turning it off opens the API to
-    # anyone who can reach it; every start then logs a warning.
+    # Require `Authorization: Bearer <key>` on every endpoint but `health`. Off
+    # opens the API to anyone who reaches it; every start then logs a warning.
     "AUTH_REQUIRED": True,
-    # How long a process trusts an API key it verified (keys.py KeyCache):
-    # a key revoked elsewhere stops working within this many seconds. 0: a
-    # query per request.
+    # How long a process trusts an API key it verified: a key revoked in
+    # another process stops working within this many seconds (at once in the
+    # revoking process). `0`: a query per request.
     "API_KEY_CACHE_SECONDS": 5,
-    # The binding's media type (ojs-http-binding §4.1). The official Python
-    # SDK only parses successful responses labelled "application/json": set
-    # this to "application/json" to serve it (README, "SDK compatibility").
+    # Content-Type of responses (binding §4.1). `"application/json"` serves the
+    # official Python SDK, which only parses that (README "SDK compatibility").
     "RESPONSE_MEDIA_TYPE": "application/openjobspec+json",
-    # ojs-core §14 rule 4 recommends 1 MiB per envelope.
+    # Largest job body PUSH accepts; larger → 413 `payload_too_large`
+    # (ojs-core §14 rule 4 recommends 1 MiB).
     "MAX_ENVELOPE_BYTES": 1024 * 1024,
-    # ojs-json-format §8.3: at least 1,000 jobs per batch.
+    # Most jobs in one batch PUSH (ojs-json-format §8.3: at least 1,000).
     "MAX_BATCH_SIZE": 1000,
+    # Largest batch PUSH body.
     "MAX_BATCH_BYTES": 32 * 1024 * 1024,
-    # Upper bound of FETCH "count".
+    # Largest FETCH `count`.
     "MAX_FETCH_COUNT": 1000,
-    # List endpoints: default and maximum page size (ojs-http-binding §17).
+    # Default page size of list endpoints (binding §17).
     "PAGE_SIZE": 50,
+    # Largest `limit` of list endpoints.
     "MAX_PAGE_SIZE": 200,
+    # The `docs_url` of error bodies: the binding's error-handling section.
     "DOCS_URL": "https://openjobspec.org/spec/v1/ojs-http-binding#16-error-handling",
     # -- Jobs ---------------------------------------------------------------
+    # The queue of a job that names none (and whose handler names none).
     "DEFAULT_QUEUE": "default",
-    # ojs-core §5.2: execution timeout, 1800 s by default; 0 disables it.
+    # Execution timeout of a job that sets none (ojs-core §5.2); `0` disables it.
     "DEFAULT_TIMEOUT": 1800,
-    # ojs-worker-protocol §5.2: 1800 s (not the binding's 30 s, see README).
+    # Reservation period of a claimed job (ojs-worker-protocol §5.2; the
+    # binding's 30 s is not used, see the README's decisions). Heartbeats extend it.
     "DEFAULT_VISIBILITY_TIMEOUT": 1800,
-    # ojs-retry §8; a project may change the default policy here.
+    # A project-wide retry policy, merged under each job's own. Empty: ojs-retry
+    # §8's, 3 attempts, exponential from 1 s, at most 5 min, with jitter.
     "DEFAULT_RETRY": {},
-    # Record lifecycle events (ojs-events) in the same transaction as the move.
+    # Record lifecycle events (ojs-events) in the same transaction as each change.
     "EVENTS": True,
-    # Prepare the hot statements on the server (core/pg/prepared.py): None, unless
-    # the database sets DISABLE_SERVER_SIDE_CURSORS (behind a transaction
-    # pooler such as PgBouncer < 1.21, where they cannot work); True / False.
+    # Prepare the hot statements (PUSH of one job, FETCH, ACK, the worker's
+    # turn) on PostgreSQL (`core/pg/prepared.py`). `None`: yes, unless the
+    # database sets Django's `DISABLE_SERVER_SIDE_CURSORS` (a transaction
+    # pooler such as PgBouncer before 1.21, where they cannot work; see
+    # [PgBouncer](../how-to/pgbouncer.md)), and each such session plans them
+    # once a minute (`plan_cache_mode = force_generic_plan`, `DEALLOCATE ALL`
+    # every 60 s). `True`: prepared, no session setting changed (PgBouncer 1.21+).
     "PREPARED_STATEMENTS": None,
-    # On PostgreSQL the common cases of PUSH, FETCH, ACK and the worker's turn
-    # run as one statement each (core/pg, "the PostgreSQL engine"). False runs
-    # every operation in its ORM steps, as on SQLite: the same behaviour,
-    # slower -- the contract suite runs the core both ways.
+    # On PostgreSQL, the common cases of PUSH, FETCH, ACK and the worker's turn
+    # run as one statement each (the PostgreSQL engine, `django_ojs/core/pg`).
+    # `False` runs every operation in its ORM steps, as on SQLite: the same
+    # behaviour, slower. The contract suite runs the core both ways; an
+    # operator may turn the engine off to rule it out.
     "ONE_STATEMENT_PATHS": True,
-    # -- Observability (README "Observability") -----------------------------
-    # Prometheus metrics (the "prometheus" extra): counters and histograms in
-    # every process, served with store-wide gauges at /ojs/v1/metrics.
-    "METRICS": False,
-    # OpenTelemetry spans (the "otel" extra): a producer span per enqueue, a
-    # consumer span per execution, trace context carried in meta.
-    "TRACING": False,
-    # -- Workers ------------------------------------------------------------
-    # ojs-worker-protocol §4.2 and §10.1.
+    # How long PUSH and FETCH may use a queue's configuration (limits, bound)
+    # read earlier; a change made in another process takes effect within it.
+    "QUEUE_CONFIG_TTL": 1.0,
+    # -- Workers (the protocol) ---------------------------------------------
+    # Seconds between a worker's heartbeats (ojs-worker-protocol §4.2).
     "HEARTBEAT_INTERVAL": 5,
+    # Silence after which the reaper declares a worker dead and recovers its
+    # jobs (ojs-worker-protocol §10.1); at least 3 intervals.
     "HEARTBEAT_TIMEOUT": 30,
-    # -- The Python worker (manage.py ojs_worker) ---------------------------
-    # ojs-worker-protocol §8.1: jobs one worker process runs at once.
+    # -- The Python worker (`manage.py ojs_worker`) -------------------------
+    # Handlers run at once, one thread each (ojs-worker-protocol §8.1; `--concurrency`).
     "WORKER_CONCURRENCY": 10,
+    # Queues read, highest priority first (`--queue`).
     "WORKER_QUEUES": ["default"],
+    # Labels shown with the worker (`--label`).
     "WORKER_LABELS": [],
-    # ojs-graceful-shutdown §6.1 (30 s; the older worker protocol said 25 s).
+    # Drain time after SIGTERM (ojs-graceful-shutdown §6.1, 30 s; the older
+    # worker protocol said 25 s; `--grace-period`).
     "SHUTDOWN_GRACE_PERIOD": 30,
-    # Idle wake-up. On PostgreSQL the worker LISTENs for new jobs and polls
-    # only as a fallback every LISTEN_POLL_INTERVAL; on SQLite (no
-    # notifications) it polls every POLL_INTERVAL.
+    # Idle fetch interval without LISTEN (SQLite, or while the listener is down).
     "POLL_INTERVAL": 0.5,
+    # Fallback fetch interval while LISTENing on PostgreSQL.
     "LISTEN_POLL_INTERVAL": 5.0,
-    # Where the worker LISTENs: True, the "default" database; a database alias,
-    # that connection (behind PgBouncer in transaction mode, an alias that
-    # reaches PostgreSQL directly: notifications need a session of their
-    # own); False, nowhere -- the worker polls every POLL_INTERVAL.
+    # Where an idle worker LISTENs for new jobs: `True` the `default` database;
+    # a database alias (behind PgBouncer in transaction mode, one that reaches
+    # PostgreSQL directly: notifications need a session of their own); `False`
+    # nowhere, the worker polls every `POLL_INTERVAL`.
     "LISTEN": True,
-    # Completions are written in batches: at most this many per write, and
-    # none waits longer than ACK_FLUSH_WINDOW seconds. A crash inside the
-    # window leaves the job active; the reaper hands it out again (at least
-    # once, never lost).
+    # Most completions written at once.
     "ACK_BATCH_SIZE": 500,
+    # Longest a completion waits to be written; a crash inside it leaves the
+    # job active, and it runs again (at least once, never lost).
     "ACK_FLUSH_WINDOW": 0.02,
-    # ojs-core §12 (security): keep stack traces out of stored errors.
+    # Keep stack traces out of stored errors (ojs-core §12).
     "OMIT_BACKTRACES": False,
-    # Middleware chains (ojs-middleware): dotted paths of callables or of
-    # classes instantiated without arguments, outermost / first first.
+    # Dotted paths of enqueue middleware (ojs-middleware): callables, or classes
+    # instantiated once without arguments; outermost first.
     "ENQUEUE_MIDDLEWARE": [],
+    # Dotted paths of execution middleware, outermost first.
     "EXECUTION_MIDDLEWARE": [],
-    # Periodic jobs declared in code, each shaped like a cron registration
-    # over HTTP ({"name", "cron", "timezone", "type", "args", "options", ...});
-    # the reaper syncs them (and @job(..., cron=...)) into the store at start.
+    # Periodic jobs declared in code, each shaped like an HTTP cron registration
+    # (`name`, `cron`, `timezone`, `type`, `args`, `options`, ...); `ojs_reaper`
+    # syncs them (and `@job(..., cron=...)`) into the store at start, removing
+    # only schedules that came from code.
     "CRON": [],
-    # -- Reaper (manage.py ojs_reaper) --------------------------------------
-    # How often the timekeeping loops run: promotion of due jobs, leases,
-    # execution timeouts, dead workers. Sub-second keeps retries punctual.
+    # -- The reaper (`manage.py ojs_reaper`) --------------------------------
+    # Seconds between timekeeping passes: due jobs, leases, execution timeouts,
+    # dead workers (`--interval`). Sub-second keeps retries punctual.
     "REAPER_INTERVAL": 0.25,
+    # Seconds between cron passes.
     "CRON_INTERVAL": 1.0,
+    # Seconds between retention passes.
     "PRUNE_INTERVAL": 60.0,
-    # Rows one loop moves per transaction, so no tick holds locks for long.
+    # Rows one pass moves per transaction, so no pass holds locks for long.
     "REAPER_BATCH_SIZE": 500,
-    # Retention of finished jobs and events, in seconds (ojs-dead-letter §5.2
-    # for the dead letter: 180 days, at most 10,000 jobs).
+    # How long finished jobs, events and dead workers' rows are kept, in seconds
+    # unless the key says otherwise; a project's dict is merged over this one.
     "RETENTION": {
+        # Completed jobs.
         "completed": 7 * 86400,
+        # Cancelled jobs.
         "cancelled": 7 * 86400,
+        # Discarded jobs not in the dead letter.
         "discarded": 7 * 86400,
+        # Dead-letter jobs (ojs-dead-letter §5.2).
         "dead_letter": 180 * 86400,
+        # Most dead-letter jobs kept; the oldest go first (ojs-dead-letter §5.2).
         "dead_letter_max_count": 10_000,
+        # Lifecycle events.
         "events": 86400,
-        # Rows of workers declared dead, kept so the admin can show them and a
-        # worker that comes back is recognised.
+        # Rows of workers declared dead, kept so the admin shows them and a
+        # returning worker is recognised.
         "dead_workers": 86400,
         # Workflows that ended, with their steps' results and errors.
         "workflows": 7 * 86400,
     },
-    # -- Admin (the operators' console) ------------------------------------
-    # meta keys a plain search term is matched against, besides the job id
-    # and type; "key:value" searches any key.
+    # -- Observability --------------------------------------------------------
+    # Prometheus metrics (needs the `prometheus` extra): counters and histograms
+    # in every process, served with store-wide gauges at `GET /ojs/v1/metrics`
+    # (any API key scope). With several processes, set
+    # `PROMETHEUS_MULTIPROC_DIR` for all of them.
+    "METRICS": False,
+    # OpenTelemetry spans (needs the `otel` extra): a producer span per enqueue,
+    # the W3C trace context carried in the job's `meta`, a consumer span per
+    # execution under it. The project configures the SDK (provider, exporter,
+    # sampler); the sampler is the lever on its cost (README "Measured cost").
+    "TRACING": False,
+    # -- The admin (the operators' console) ---------------------------------
+    # Meta keys the admin's job search matches a plain term against, besides
+    # the job id and type (`key:value` searches any key).
     "ADMIN_SEARCH_META_KEYS": ["tenant_id", "correlation_id"],
     # -- Testing ------------------------------------------------------------
-    # Test-only behaviour the conformance suites need: POST
-    # /ojs/v1/_test/reset and meta.test_directive steering BEAT replies.
-    # Never in production; every start logs a warning while it is on.
+    # The conformance suites' test hooks (`POST /ojs/v1/_test/reset`,
+    # `meta.test_directive` steering heartbeat replies). Never in production;
+    # every start warns while it is on.
     "TEST_HOOKS": False,
-    # How long PUSH and FETCH may use a queue's configuration (limits, bound)
-    # read earlier; a change made elsewhere takes effect within this time.
-    "QUEUE_CONFIG_TTL": 1.0,
 }

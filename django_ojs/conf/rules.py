@@ -2,14 +2,16 @@
 
 Every setting in ``conf.DEFAULTS`` has a rule here, so a new setting without
 one fails ``tests/unit/test_setting_rules.py``. A rule returns the problem
-with a value as a sentence, or None when the value is fine. Problems are
-reported, never repaired: a typo in a timeout should stop the deploy, not
-run with a silently different number.
+with a value as a sentence, or None when the value is fine; its ``accepts``
+names what it takes, as the settings reference's "type" column shows it.
+Problems are reported, never repaired: a typo in a timeout should stop the
+deploy, not run with a silently different number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.cron_jobs import CodeScheduleError, schedule_from_setting
@@ -18,21 +20,42 @@ from ..protocol.errors import OJSError
 from ..protocol.retry import parse_policy
 from .defaults import DEFAULTS
 
-Rule = Callable[[Any], "str | None"]
+
+@dataclass(frozen=True)
+class Rule:
+    """A check of one setting's value, and what it accepts in words (the settings reference's type)."""
+
+    accepts: str
+    check: Callable[[Any], str | None]
+    # Seconds: the reference glosses long defaults ("604800 (7 days)").
+    is_duration: bool = False
+    # What a list of such values holds ("list of queue names"), when not ``accepts``.
+    plural: str = ""
+
+    def __call__(self, value: Any) -> str | None:
+        return self.check(value)
+
+
+def rule(accepts: str, plural: str = "") -> Callable[[Callable[[Any], str | None]], Rule]:
+    """Make the decorated check a ``Rule`` accepting ``accepts``."""
+    return lambda check: Rule(accepts, check, plural=plural)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+@rule("bool")
 def boolean(value: Any) -> str | None:
     return None if isinstance(value, bool) else "must be True or False"
 
 
+@rule("str")
 def text(value: Any) -> str | None:
     return None if isinstance(value, str) and value else "must be a non-empty string"
 
 
+@rule("queue name", plural="queue names")
 def queue_name(value: Any) -> str | None:
     if isinstance(value, str) and len(value) <= MAX_QUEUE_LENGTH and QUEUE_PATTERN.fullmatch(value):
         return None
@@ -40,25 +63,25 @@ def queue_name(value: Any) -> str | None:
 
 
 def count(minimum: int = 1) -> Rule:
-    def rule(value: Any) -> str | None:
+    def check(value: Any) -> str | None:
         if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
             return None
         return f"must be a whole number of at least {minimum}"
 
-    return rule
+    return Rule(f"int ≥ {minimum}", check)
 
 
 def seconds(*, zero_allowed: bool) -> Rule:
-    def rule(value: Any) -> str | None:
+    def check(value: Any) -> str | None:
         if _is_number(value) and (value > 0 or (zero_allowed and value == 0)):
             return None
         return "must be a number of seconds, 0 or more" if zero_allowed else "must be a number of seconds above 0"
 
-    return rule
+    return Rule("seconds ≥ 0" if zero_allowed else "seconds > 0", check, is_duration=True)
 
 
 def strings(*, each: Rule = text, non_empty: bool = False) -> Rule:
-    def rule(value: Any) -> str | None:
+    def check(value: Any) -> str | None:
         if not isinstance(value, (list, tuple)):
             return "must be a list"
         if non_empty and not value:
@@ -69,9 +92,10 @@ def strings(*, each: Rule = text, non_empty: bool = False) -> Rule:
                 return f"[{index}] {problem}"
         return None
 
-    return rule
+    return Rule(f"list of {each.plural or each.accepts}" + (", at least one" if non_empty else ""), check)
 
 
+@rule("retry policy (dict)")
 def retry_policy(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return "must be a retry policy (a dict)"
@@ -82,6 +106,12 @@ def retry_policy(value: Any) -> str | None:
     return None
 
 
+def retention_key(key: str) -> Rule:
+    """The rule of one ``RETENTION`` entry: a count where the key says so, else seconds."""
+    return count(0) if key.endswith("_count") else seconds(zero_allowed=True)
+
+
+@rule("dict (keys below)")
 def retention(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return "must be a dict"
@@ -89,13 +119,13 @@ def retention(value: Any) -> str | None:
     for key, item in value.items():
         if key not in known:
             return f"has an unknown key {key!r} (known: {', '.join(sorted(known))})"
-        rule = count(0) if key.endswith("_count") else seconds(zero_allowed=True)
-        problem = rule(item)
+        problem = retention_key(key)(item)
         if problem:
             return f"[{key!r}] {problem}"
     return None
 
 
+@rule("bool or database alias")
 def listen_target(value: Any) -> str | None:
     """True, False, or the alias of a database in DATABASES (a direct connection for LISTEN)."""
     if isinstance(value, bool):
@@ -109,11 +139,13 @@ def listen_target(value: Any) -> str | None:
     return None
 
 
+@rule("bool or None")
 def optional_boolean(value: Any) -> str | None:
     """None (decided for you), True or False."""
     return None if value is None or isinstance(value, bool) else "must be None, True or False"
 
 
+@rule("list of cron registrations (dict)")
 def cron_entries(value: Any) -> str | None:
     if not isinstance(value, (list, tuple)):
         return "must be a list of schedules"

@@ -12,7 +12,7 @@ import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from ..conf import ojs_settings
 from ..protocol.durations import format_duration, format_timestamp
@@ -31,7 +31,9 @@ class EnqueueOptions(TypedDict, total=False):
     """
 
     queue: str
-    priority: int | str
+    # ojs-core §5.2: an integer from -100 to 100, higher first (the envelope
+    # refuses others); the named levels are 10, 0 and -10 (README "Decisions").
+    priority: int | Literal["high", "normal", "low"]
     timeout: float | dt.timedelta
     timeout_ms: int
     visibility_timeout: float | dt.timedelta

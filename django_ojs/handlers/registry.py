@@ -32,6 +32,7 @@ from .schedules import SCHEDULE_KEYWORDS, schedule_from_handler
 if TYPE_CHECKING:
     from typing import Unpack
 
+    from ..canvas import Signature
     from ..models import Job
     from .context import JobContext
     from .options import EnqueueOptions
@@ -86,11 +87,13 @@ class JobHandler(Generic[P, R]):
         """These job options for the next ``enqueue`` (the handler's defaults fill the rest)."""
         return BoundJob(self, dict(options))
 
-    def s(self, *args: Any, **options: Any) -> Any:
-        """A signature of this handler: a job to place in a workflow (``django_ojs.canvas``)."""
-        from ..canvas import Signature  # canvas reads this registry for the handlers' defaults
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature of this handler: a job to place in a workflow (``django_ojs.canvas``).
 
-        return Signature(self.type, args, options)
+        Its arguments are the handler's, checked as ``enqueue``'s are; job
+        options go through ``using(...).s(...)`` or ``.s(...).set(...)``.
+        """
+        return self.using().s(*args, **kwargs)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
         """``enqueue`` for async code (through ``sync_to_async``); see ``django_ojs.aenqueue``."""
@@ -120,6 +123,13 @@ class BoundJob(Generic[P]):
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(self.enqueue)(*args, **kwargs)
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature with these options: ``handler.using(queue="slow").s(url)``."""
+        from ..canvas import Signature  # canvas reads this registry for the handlers' defaults
+
+        positional, extra_options = _positional_args(self.handler.func, args, kwargs)
+        return Signature(self.handler.type, tuple(positional), {**extra_options, **self.options})
 
 
 def _positional_args(

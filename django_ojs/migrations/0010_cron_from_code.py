@@ -1,4 +1,4 @@
-"""Cron schedules declared in code (issue 11 item 4): ``CronJob.from_code``."""
+"""Cron schedules declared in code: ``CronJob.from_code``."""
 
 from django.db import migrations, models
 

@@ -2,8 +2,8 @@
 
 Each test clicks through what an operator does and leaves screenshots in
 test-artifacts/screenshots/. The two tests that need a running worker start
-a real ``manage.py ojs_worker`` process (issue 3) and are skipped until that
-command exists in the tree.
+a real ``manage.py ojs_worker`` process and are skipped where that
+command is missing from the tree.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ else:
 expect = sync_api.expect
 needs_worker = pytest.mark.skipif(
     not WORKER_COMMAND.exists(),
-    reason="manage.py ojs_worker (issue 3) is not in this tree yet; these tests run once it is merged",
+    reason="manage.py ojs_worker is not in this tree",
 )
 
 

@@ -71,3 +71,15 @@ def test_bad_steps_are_refused(db, handlers):
         django_ojs.chain(Signature("canvas.fetch", ("a",), {"retry": {"max_attempts": -1}})).enqueue()
     with pytest.raises(TypeError):
         fetch.s("a") | 3
+
+
+def test_steps_take_the_handlers_arguments_and_options_through_using(handlers):
+    fetch, _ = handlers
+    # A keyword naming a parameter is placed at its position, as for enqueue.
+    assert fetch.s(url="https://b") == Signature("canvas.fetch", ("https://b",), {})
+    step = fetch.using(queue="slow", priority="high").s("https://c")
+    assert step.definition() == {
+        "type": "canvas.fetch", "args": ["https://c"], "options": {"queue": "slow", "priority": "high", "retry": {"max_attempts": 5}},
+    }
+    with pytest.raises(TypeError):
+        fetch.s("https://d", url="https://e")  # the same argument twice

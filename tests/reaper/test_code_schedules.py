@@ -1,4 +1,4 @@
-"""Periodic jobs declared in code (issue 11 item 4): @job(cron=...), OJS["CRON"], synced at reaper start."""
+"""Periodic jobs declared in code: @job(cron=...), OJS["CRON"], synced at reaper start."""
 
 from __future__ import annotations
 

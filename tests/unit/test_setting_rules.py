@@ -1,4 +1,4 @@
-"""manage.py check judges setting values, not only their names (issue 11 item 5)."""
+"""manage.py check judges setting values, not only their names."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_a_value_of_the_wrong_type_or_range_is_an_error(settings, name, value):
     assert error.level == checks.ERROR and f"OJS[{name!r}]" in error.msg
 
 
-def test_the_issues_example_fails_check_with_both_named(settings):
+def test_two_bad_values_fail_check_with_both_named(settings):
     settings.OJS = {"HEARTBEAT_INTERVAL": -1, "WORKER_CONCURRENCY": 0}
     with pytest.raises(SystemCheckError) as failed:
         call_command("check")
