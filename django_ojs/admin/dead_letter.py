@@ -26,7 +26,7 @@ class DeadLetterJobAdmin(JobAdminBase):
     list_title = "Dead letter"
     job_moves = (RETRY, PURGE)
     missing_reason = "no longer in the dead letter"
-    list_display = ("job_id", "queue_name", "attempts", "discarded", "kept_as", "last_error")
+    list_display = ("type_and_id", "queue_name", "attempts", "discarded", "kept_as", "last_error")
     list_filter = (QueueFilter, TypeFilter, ErrorTypeFilter, RetentionFilter)
     ordering = ("-finished_at", "-seq")
 

@@ -149,7 +149,7 @@ class JobAdminBase(ConsoleAdmin):
         return (queryset.filter(condition) if condition is not None else queryset), False
 
     @admin.display(description="job")
-    def job_id(self, job: Job) -> SafeString:
+    def type_and_id(self, job: Job) -> SafeString:
         """The job's type, and below it its short id (a link to its page) with the copy button."""
         url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(job.pk)])
         return format_html('<span class="ojs-type">{}</span><br>{}', breakable(job.type), id_cell(job.id, url))
@@ -340,6 +340,6 @@ class JobAdmin(JobAdminBase):
     # What fits 1280 px beside the admin's navigation and the filters: the type
     # with the id, the state with its progress; the priority is a filter and on
     # the job's page.
-    list_display = ("job_id", "queue_name", "state_now", "attempts", "age", "last_error")
+    list_display = ("type_and_id", "queue_name", "state_now", "attempts", "age", "last_error")
     list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter)
     ordering = ("-seq",)

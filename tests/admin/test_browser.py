@@ -534,7 +534,7 @@ def test_a_short_id_copies_the_whole_id(page, live_server):
     job = build_job("available")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     page.goto(f"{live_server.url}/admin/django_ojs/job/")
-    cell = row_of(page, job.pk).locator("td.field-job_id")
+    cell = row_of(page, job.pk).locator("td.field-type_and_id")
     assert cell.locator("code.ojs-id").inner_text() == f"…{str(job.id)[-8:]}"
     cell.locator("button.ojs-copy").click()
     expect(cell.locator("button.ojs-copy")).to_have_class(re.compile("ojs-copied"))
