@@ -42,7 +42,7 @@ SHORT_ID_CHARS = 8
 # length, else by its two ends.
 LONG_ID_CHARS = 20
 # Two overlapping sheets, drawn inline: no icon font, no image request.
-COPY_ICON = SafeString(
+COPY_ICON = mark_safe(
     '<svg class="ojs-copy-icon" viewBox="0 0 16 16" width="12" height="12" aria-hidden="true">'
     '<rect x="5" y="5" width="9" height="9" rx="1.5"/><path d="M3 11H2.5A1.5 1.5 0 0 1 1 9.5v-7A1.5 1.5 0 0 1 '
     '2.5 1h7A1.5 1.5 0 0 1 11 2.5V3"/></svg>'

@@ -126,8 +126,11 @@ class WorkerAdmin(ConsoleAdmin):
         if worker.state == WorkerState.TERMINATE:
             # Finishing its jobs before it exits (a SIGTERM, a deploy): expected, not an alarm.
             running = running_jobs(worker)
+            # The title names the state as the API and manage.py ojs report it.
             return format_html(
-                '<span class="ojs-worker ojs-worker-draining">draining</span> <span class="ojs-quiet">{}</span>',
+                '<span class="ojs-worker ojs-worker-draining" title="state {}: finishing its jobs, then exiting">'
+                'draining</span> <span class="ojs-quiet">{}</span>',
+                WorkerState.TERMINATE.value,
                 f"{running} job{'s' if running != 1 else ''} still running" if running else "no job left, exiting",
             )
         return format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)
