@@ -1,6 +1,7 @@
 """The operators' console in a real browser, against a live server and a real PostgreSQL.
 
-Each test clicks through what an operator does and leaves screenshots in
+Each test clicks through what an operator does, in a 1280 x 800 window (a
+laptop's screen, which every list must fit), and leaves screenshots in
 test-artifacts/screenshots/. The two tests that need a running worker start
 a real ``manage.py ojs_worker`` process (issue 3) and are skipped until that
 command exists in the tree.
