@@ -84,6 +84,9 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# In production the proxy in front serves STATIC_ROOT (manage.py collectstatic;
+# docs/how-to/serving.md). The demo has no proxy: it asks Django to serve them.
+SERVE_STATIC = env.bool("SERVE_STATIC", default=False)
 
 OJS = {
     "AUTH_REQUIRED": env.bool("OJS_AUTH_REQUIRED", default=True),

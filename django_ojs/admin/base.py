@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 
 
 class ConsoleAdmin(admin.ModelAdmin):
-    """Read-only object pages, no bare deletes, no facet counts, the console's stylesheet.
+    """Read-only object pages, no bare deletes, no facet counts, the console's stylesheet and copy buttons.
 
     A row changes only through the actions, which call the core: an object
     page never saves (``has_change_permission`` is False for an object, so
@@ -25,6 +25,7 @@ class ConsoleAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ["django_ojs/admin/ojs.css"]}
+        js = ["django_ojs/admin/copy.js"]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and super().has_change_permission(request)

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from ..models import DeadLetterJob, Job
 from ..protocol.states import JobState
-from .display import relative
+from .display import moment
 from .filters import ErrorTypeFilter, QueueFilter, RetentionFilter, TypeFilter
 from .job_moves import PURGE, RETRY
 from .jobs import JobAdminBase
@@ -26,7 +26,7 @@ class DeadLetterJobAdmin(JobAdminBase):
     list_title = "Dead letter"
     job_moves = (RETRY, PURGE)
     missing_reason = "no longer in the dead letter"
-    list_display = ("job_id", "type", "queue", "attempts", "discarded", "kept_as", "last_error")
+    list_display = ("type_and_id", "queue_name", "attempts", "discarded", "kept_as", "last_error")
     list_filter = (QueueFilter, TypeFilter, ErrorTypeFilter, RetentionFilter)
     ordering = ("-finished_at", "-seq")
 
@@ -34,8 +34,8 @@ class DeadLetterJobAdmin(JobAdminBase):
         return super().get_queryset(request).filter(state=JobState.DISCARDED)
 
     @admin.display(description="discarded")
-    def discarded(self, job: Job) -> str:
-        return relative(job.finished_at, job.db_now, precise=False)
+    def discarded(self, job: Job) -> SafeString | str:
+        return moment(job.finished_at, job.db_now)
 
     @admin.display(description="kept as")
     def kept_as(self, job: Job) -> SafeString | str:

@@ -11,6 +11,7 @@ import datetime as dt
 from django.contrib.admin.utils import quote
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -19,7 +20,7 @@ from ..models import Event, Job, JobError, Worker
 from ..protocol.progress import percent, view
 from ..protocol.states import JobState
 from ..protocol.unique import decode_states
-from .display import EMPTY, human_duration, link, moment, pretty_json, relative
+from .display import EMPTY, human_duration, link, moment, pretty_json
 
 # A job that was retried from the dead letter many times could collect a long
 # history; a page shows this many of its errors, the latest last.
@@ -40,7 +41,7 @@ def status_line(job: Job, now: dt.datetime) -> SafeString | str:
     state = job.state
     if state in (JobState.SCHEDULED, JobState.RETRYABLE):
         verb = "runs" if state == JobState.SCHEDULED else "retries"
-        return f"{verb} {relative(job.run_at, now, precise=False)}"
+        return format_html("{} {}", verb, moment(job.run_at, now, compact=True))
     if state == JobState.AVAILABLE:
         return f"waiting {_since(job.enqueued_at, now)}"
     if state == JobState.PENDING:
@@ -51,10 +52,10 @@ def status_line(job: Job, now: dt.datetime) -> SafeString | str:
             return format_html(
                 '{} · <strong class="ojs-alarm">lease expired {}</strong>',
                 running,
-                relative(job.lease_expires_at, now, precise=False),
+                moment(job.lease_expires_at, now, compact=True),
             )
         return running
-    return relative(job.finished_at or job.completed_at, now, precise=False)
+    return moment(job.finished_at or job.completed_at, now, compact=True)
 
 
 def _since(moment: dt.datetime | None, now: dt.datetime) -> str:
@@ -125,7 +126,8 @@ def progress(job: Job, now: dt.datetime) -> SafeString:
         '<progress class="ojs-progress-bar" max="1" value="{}"></progress> <strong class="ojs-progress-figure">{}</strong>',
         shown["progress"], percent(shown["progress"]),
     )
-    rows = [("progress", bar), ("reported", shown["updated_at"] or EMPTY)]
+    reported = parse_datetime(shown["updated_at"]) if shown["updated_at"] else None
+    rows = [("progress", bar), ("reported", moment(reported, now))]
     if shown["data"] is not None:
         rows.append(("data", pretty_json(shown["data"])))
     return _table(rows)
@@ -179,7 +181,7 @@ def _table(rows: list[tuple[str, object]]) -> SafeString:
     return format_html('<table class="ojs-facts">{}</table>', body)
 
 
-def uniqueness(job: Job) -> SafeString:
+def uniqueness(job: Job, now: dt.datetime) -> SafeString:
     """The job's unique key, whether it holds it now, and the job it collides with."""
     if not job.unique_key:
         return format_html('<span class="ojs-quiet">{}</span>', "not a unique job")
@@ -196,7 +198,7 @@ def uniqueness(job: Job) -> SafeString:
     else:
         url = reverse("admin:django_ojs_job_change", args=[quote(holder.pk)])
         collides = format_html("{} ({})", link(url, holder.id), holder.state)
-    expires = f"{job.unique_expires_at:%Y-%m-%d %H:%M:%S} UTC" if job.unique_expires_at else "no period"
+    expires = moment(job.unique_expires_at, now) if job.unique_expires_at else "no period"
     return format_html(
         '<table class="ojs-facts"><tr><th>key</th><td><code>{}</code></td></tr>'
         "<tr><th>now</th><td>{}</td></tr><tr><th>period ends</th><td>{}</td></tr>"

@@ -41,14 +41,15 @@ from ..protocol.states import TERMINAL
 from . import job_pages
 from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator
-from .display import EMPTY, human_duration, pretty_json, state_badge
+from .display import EMPTY, breakable, human_duration, id_cell, pretty_json, state_badge
 from .filters import PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
 from .job_moves import ACTIVATE, CANCEL, DISCARD, RETRY, JobMove, moves_from
 from .workflows import workflow_link
 
 # Columns a list never shows and that may hold up to a megabyte each.
 BULKY_FIELDS = ("args", "meta", "result", "error", "retry", "unique", "rate_limit", "extra", "given_times", "tags")
-ERROR_PREVIEW_CHARS = 160
+# A list shows this much of a job's last error, wrapped; the job's page shows all of it.
+ERROR_PREVIEW_CHARS = 300
 
 
 class JobChangeList(ChangeList):
@@ -67,7 +68,8 @@ class JobChangeList(ChangeList):
             .defer(*BULKY_FIELDS)
             .annotate(
                 error_type=KT("error__type"),
-                error_preview=Substr(KT("error__message"), 1, ERROR_PREVIEW_CHARS),
+                # One character more than is shown, to tell a cut message from a whole one.
+                error_preview=Substr(KT("error__message"), 1, ERROR_PREVIEW_CHARS + 1),
             )
         )
 
@@ -87,7 +89,8 @@ class JobAdminBase(ConsoleAdmin):
     # Shows the search box; ``get_search_results`` decides what a term means.
     search_fields = ("id", "type", "meta")
     search_help_text = HELP_TEXT
-    list_display_links = ("job_id",)
+    # The id cell links to the job's page itself, beside its copy button (a button inside a link is not HTML).
+    list_display_links = None
     change_form_template = "admin/django_ojs/job/change_form.html"
     fieldsets = [
         (
@@ -146,8 +149,14 @@ class JobAdminBase(ConsoleAdmin):
         return (queryset.filter(condition) if condition is not None else queryset), False
 
     @admin.display(description="job")
-    def job_id(self, job: Job) -> SafeString:
-        return format_html('<code class="ojs-id">{}</code>', job.id)
+    def type_and_id(self, job: Job) -> SafeString:
+        """The job's type, and below it its short id (a link to its page) with the copy button."""
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(job.pk)])
+        return format_html('<span class="ojs-type">{}</span><br>{}', breakable(job.type), id_cell(job.id, url))
+
+    @admin.display(description="queue")
+    def queue_name(self, job: Job) -> SafeString:
+        return breakable(job.queue)
 
     @admin.display(description="state")
     def state_badge(self, job: Job) -> SafeString:
@@ -155,7 +164,14 @@ class JobAdminBase(ConsoleAdmin):
 
     @admin.display(description="state")
     def state_now(self, job: Job) -> SafeString:
-        return format_html("{} {}", state_badge(job.state), job_pages.status_line(job, job.db_now))
+        """The state, the attempt's progress while it means something, and where the job stands in time."""
+        progress = job_pages.progress_cell(job)
+        if progress:
+            progress = format_html(' <strong class="ojs-progress-cell">{}</strong>', progress)
+        return format_html(
+            '{}{}<br><span class="ojs-status-line">{}</span>',
+            state_badge(job.state), progress, job_pages.status_line(job, job.db_now),
+        )
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
@@ -170,9 +186,10 @@ class JobAdminBase(ConsoleAdmin):
         error_type = getattr(job, "error_type", None)
         if error_type is None:
             return ""
-        return format_html(
-            '<span class="ojs-error-preview"><code>{}</code> {}</span>', error_type, job.error_preview or ""
-        )
+        message = job.error_preview or ""
+        if len(message) > ERROR_PREVIEW_CHARS:
+            message = message[:ERROR_PREVIEW_CHARS] + "…"
+        return format_html('<span class="ojs-error-preview"><code>{}</code> {}</span>', breakable(error_type), message)
 
     # -- the job's page -----------------------------------------------------------
 
@@ -196,10 +213,6 @@ class JobAdminBase(ConsoleAdmin):
             '<div class="ojs-progress" data-ojs-progress-url="{}" data-ojs-progress-live="{}">{}</div>',
             url, "" if job.state in TERMINAL else "1", job_pages.progress(job, job.db_now),
         )
-
-    @admin.display(description="progress")
-    def progress_cell(self, job: Job) -> str:
-        return job_pages.progress_cell(job)
 
     @admin.display(description="events")
     def event_history(self, job: Job) -> SafeString:
@@ -228,7 +241,7 @@ class JobAdminBase(ConsoleAdmin):
 
     @admin.display(description="unique key")
     def uniqueness(self, job: Job) -> SafeString:
-        return job_pages.uniqueness(job)
+        return job_pages.uniqueness(job, job.db_now)
 
     @admin.display(description="rate limit")
     def rate_limit(self, job: Job) -> SafeString:
@@ -324,8 +337,9 @@ class JobAdminBase(ConsoleAdmin):
 class JobAdmin(JobAdminBase):
     list_title = "Jobs"
     job_moves = (CANCEL, ACTIVATE, RETRY, DISCARD)
-    list_display = (
-        "job_id", "type", "queue", "state_now", "progress_cell", "priority", "attempts", "age", "last_error",
-    )
+    # What fits 1280 px beside the admin's navigation and the filters: the type
+    # with the id, the state with its progress; the priority is a filter and on
+    # the job's page.
+    list_display = ("type_and_id", "queue_name", "state_now", "attempts", "age", "last_error")
     list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter)
     ordering = ("-seq",)

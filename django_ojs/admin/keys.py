@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString
 from ..keys import SCOPES
 from ..models import ApiKey
 from .base import ConsoleAdmin
-from .display import relative
+from .display import moment, moment_field
 from .outcome import Outcome, apply_to_each
 
 SCOPE_HELP = (
@@ -53,14 +53,16 @@ class ActiveFilter(admin.SimpleListFilter):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ConsoleAdmin):
-    list_display = ("name", "key_prefix", "scope_list", "status", "created_at", "last_used")
+    list_display = ("name", "key_prefix", "scope_list", "status", "created", "last_used")
     list_filter = (ActiveFilter,)
     list_title = "API keys"
     search_fields = ("name", "prefix")
     ordering = ("-created_at",)
-    fields = ("name", "key_prefix", "scope_list", "status", "created_at", "last_used")
+    fields = ("name", "key_prefix", "scope_list", "status", "created", "last_used")
     readonly_fields = fields
     actions = ("revoke_keys",)
+
+    created = moment_field("created_at", "created")
 
     @admin.display(description="key")
     def key_prefix(self, key: ApiKey) -> SafeString:
@@ -74,12 +76,12 @@ class ApiKeyAdmin(ConsoleAdmin):
     def status(self, key: ApiKey) -> SafeString:
         if key.revoked_at is None:
             return format_html('<span class="ojs-running">{}</span>', "active")
-        return format_html('<span class="ojs-paused">revoked</span> {}', relative(key.revoked_at, timezone.now()))
+        return format_html('<span class="ojs-paused">revoked</span> {}', moment(key.revoked_at, timezone.now()))
 
     @admin.display(description="last used", ordering="last_used_at")
-    def last_used(self, key: ApiKey) -> str:
+    def last_used(self, key: ApiKey) -> SafeString | str:
         # The API refreshes it at most once a minute per key (api/auth.py).
-        return relative(key.last_used_at, timezone.now()) if key.last_used_at else "never"
+        return moment(key.last_used_at, timezone.now()) if key.last_used_at else "never"
 
     @admin.action(description="Revoke selected keys (requests with them are refused from now on)", permissions=["change"])
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -26,7 +26,7 @@ from ..core.stats import finished_per_minute, state_counts
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import Series, per_minute_bars
-from .display import admin_changelist_url, human_duration
+from .display import admin_changelist_url, human_duration, moment
 from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead
 
 # A scheduled or retryable job this late means no reaper is promoting jobs.
@@ -70,6 +70,7 @@ class OverviewAdmin(admin.ModelAdmin):
             "title": "Overview",
             "opts": self.opts,
             "now": now,
+            "as_of": moment(now, now),
             "states": [
                 {"state": state, "tally": tally, "url": admin_changelist_url("job", state=state)}
                 for state, tally in counts.items()

@@ -28,7 +28,7 @@ from ..models import Queue
 from ..protocol.ratelimit import queue_key
 from ..protocol.states import JobState
 from .base import ConsoleAdmin
-from .display import EMPTY, admin_changelist_url, human_duration, relative
+from .display import EMPTY, admin_changelist_url, breakable, human_duration, timestamp
 from .outcome import Outcome, note_missing
 from .queue_config import QueueConfigForm
 
@@ -48,10 +48,14 @@ def _count_column(state: JobState) -> Any:
 
 @admin.register(Queue)
 class QueueAdmin(ConsoleAdmin):
+    # What fits 1280 px: the queue with its status, the states that say whether
+    # it keeps up (waiting, running, coming back, failed for good), its
+    # throughput, the oldest waiting job and its limits with its bound. Every
+    # state's count, completed, pending and cancelled too, is on the Jobs list
+    # (filter by queue and state).
     list_display = (
-        "queue_name", "status", "available", "active", "scheduled", "retryable", "pending",
-        "completed", "discarded", "cancelled", "completed_rate", "failed_rate", "oldest_waiting",
-        "limits", "bound",
+        "queue_name", "available", "active", "scheduled", "retryable", "discarded",
+        "completed_rate", "failed_rate", "oldest_waiting", "limits",
     )
     list_display_links = None
     list_title = "Queues"
@@ -115,12 +119,15 @@ class QueueAdmin(ConsoleAdmin):
 
     @admin.display(description="queue", ordering="name")
     def queue_name(self, queue: Queue) -> SafeString:
-        return format_html('<a href="{}"><strong>{}</strong></a>', admin_changelist_url("job", queue=queue.name), queue.name)
+        return format_html(
+            '<a href="{}"><strong>{}</strong></a><br>{}',
+            admin_changelist_url("job", queue=queue.name), breakable(queue.name), self.status(queue),
+        )
 
     @admin.display(description="status")
     def status(self, queue: Queue) -> SafeString:
         if queue.paused:
-            since = relative(queue.paused_at, queue.now) if queue.paused_at else "at an unknown time"
+            since = f"since {timestamp(queue.paused_at)}" if queue.paused_at else "since an unknown time"
             return format_html('<span class="ojs-paused" title="paused {}">paused</span>', since)
         return format_html('<span class="ojs-running">{}</span>', "running")
 
@@ -133,7 +140,7 @@ class QueueAdmin(ConsoleAdmin):
     discarded = _count_column(JobState.DISCARDED)
     cancelled = _count_column(JobState.CANCELLED)
 
-    @admin.display(description=f"completed / min ({_WINDOW_MINUTES} min)")
+    @admin.display(description=f"done / min ({_WINDOW_MINUTES} min)")
     def completed_rate(self, queue: Queue) -> str:
         return _rate(queue.figures.completed_per_minute)
 
@@ -150,7 +157,7 @@ class QueueAdmin(ConsoleAdmin):
         waited = human_duration(queue.now - at)
         return waited if queue.figures.oldest_exact else f"≥ {waited}"
 
-    @admin.display(description="limits")
+    @admin.display(description="limits and bound")
     def limits(self, queue: Queue) -> SafeString:
         url = reverse("admin:django_ojs_queue_configure", args=[queue.name])
         parts = []
@@ -159,6 +166,8 @@ class QueueAdmin(ConsoleAdmin):
         for label, window in (("rate", queue.rate_limit), ("throttle", queue.throttle)):
             if window:
                 parts.append(f"{label} {window['limit']} per {window['period']}")
+        if queue.max_size is not None:
+            parts.append(f"max size {self.bound(queue)}")
         return format_html('<a href="{}" title="configure">{}</a>', url, "; ".join(parts) or "none")
 
     @admin.display(description="max size")

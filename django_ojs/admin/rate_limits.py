@@ -10,6 +10,7 @@ through the core. ``?key=`` shows one key.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django import forms
@@ -18,12 +19,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 
 from ..core import limits
+from ..core.clock import db_now
 from ..models import RateLimitOverride
 from ..protocol.errors import OJSError
 from ..protocol.ratelimit import KEY_PATTERN, parse_limit_fields
 from .base import ConsoleAdmin
+from .display import moment
 
 PAGE_SIZE = 100
 
@@ -33,7 +37,7 @@ class OverrideForm(forms.Form):
     concurrency = forms.IntegerField(required=False, min_value=0, help_text="0 stops the key's jobs from starting.")
     rate_limit = forms.IntegerField(required=False, min_value=1, label="rate: starts")
     rate_period = forms.CharField(required=False, initial="PT1M", label="per (ISO 8601)")
-    expires_at = forms.DateTimeField(required=False, help_text="UTC, e.g. 2026-02-13 13:00; empty: until cleared.")
+    expires_at = forms.DateTimeField(required=False, help_text="UTC, e.g. 2026-02-13 13:00:00Z; empty: until cleared.")
 
     def overrides(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -77,7 +81,8 @@ class RateLimitAdmin(ConsoleAdmin):
                     return HttpResponseRedirect(request.get_full_path())
         only = request.GET.get("key")
         keys = [only] if only else limits.keys()[:PAGE_SIZE]
-        rows = [state for state in (limits.inspect(key) for key in keys) if state is not None]
+        now = db_now()
+        rows = [_shown(state, now) for state in (limits.inspect(key) for key in keys) if state is not None]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -95,3 +100,13 @@ class RateLimitAdmin(ConsoleAdmin):
         else:
             messages.warning(request, f"Clear override of {key}: 0 done, 1 skipped because: no override.")
         return HttpResponseRedirect(reverse("admin:django_ojs_ratelimitoverride_changelist"))
+
+
+def _shown(state: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """A key's state as ``limits.inspect`` gives it (the API's shape), with its times as the console shows them."""
+    throttle_next = (state.get("throttle") or {}).get("next_allowed_at")
+    return {
+        **state,
+        "throttle_next": moment(parse_datetime(throttle_next), now) if throttle_next else None,
+        "retry_moment": moment(parse_datetime(state["retry_at"]), now) if state.get("retry_at") else None,
+    }

@@ -31,7 +31,16 @@ from ..core.workers import set_directive
 from ..models import Worker
 from ..protocol.states import JobState, WorkerState
 from .base import ConsoleAdmin
-from .display import EMPTY, admin_changelist_url, human_duration, relative
+from .display import (
+    EMPTY,
+    admin_changelist_url,
+    breakable,
+    human_duration,
+    id_cell,
+    moment,
+    moment_field,
+    timestamp,
+)
 from .outcome import Outcome, note_missing
 
 LIVE_REFRESH_SECONDS = 3
@@ -46,15 +55,19 @@ def is_dead(worker: Worker, now: dt.datetime) -> bool:
     )
 
 
+def running_jobs(worker: Worker) -> int:
+    """How many jobs the worker is running: the one figure its "active jobs" cell and its draining note say."""
+    return worker.active_jobs
+
+
 def _terminating(worker: Worker) -> bool:
     return WorkerState.TERMINATE in (worker.state, worker.directive)
 
 
 @admin.register(Worker)
 class WorkerAdmin(ConsoleAdmin):
-    list_display = (
-        "worker", "hostname", "pid", "queue_list", "concurrency", *LIVE_FIELDS, "uptime",
-    )
+    # The host with its pid, the concurrency in "active jobs" (n / concurrency): what fits 1280 px.
+    list_display = ("worker", "host", "queue_list", *LIVE_FIELDS, "uptime")
     list_display_links = None
     list_title = "Workers"
     search_fields = ("id", "hostname")
@@ -62,8 +75,8 @@ class WorkerAdmin(ConsoleAdmin):
     list_per_page = 100
     change_list_template = "admin/django_ojs/worker/change_list.html"
     fields = (
-        "id", "hostname", "pid", "queue_list", "concurrency", "labels", *LIVE_FIELDS, "started_at",
-        "registered_at", "directive_set_at", "active_job_ids",
+        "id", "hostname", "pid", "queue_list", "concurrency", "labels", *LIVE_FIELDS, "started",
+        "registered", "directive_set", "active_job_ids",
     )
     readonly_fields = fields
     actions = ("quiet_workers", "terminate_workers", "resume_workers")
@@ -77,11 +90,19 @@ class WorkerAdmin(ConsoleAdmin):
 
     # -- cells ------------------------------------------------------------------------
 
+    started = moment_field("started_at", "started")
+    registered = moment_field("registered_at", "registered")
+    directive_set = moment_field("directive_set_at", "directive set")
+
     @admin.display(description="worker", ordering="id")
     def worker(self, worker: Worker) -> SafeString:
         url = reverse("admin:django_ojs_worker_change", args=[quote(worker.pk)])
         # data-pk lets the live refresh find the row, with or without action checkboxes.
-        return format_html('<a href="{}" class="ojs-row" data-pk="{}"><code>{}</code></a>', url, worker.pk, worker.pk)
+        return format_html('<span class="ojs-row" data-pk="{}">{}</span>', worker.pk, id_cell(worker.pk, url))
+
+    @admin.display(description="host", ordering="hostname")
+    def host(self, worker: Worker) -> SafeString:
+        return format_html('{}<br><span class="ojs-quiet">pid {}</span>', breakable(worker.hostname or EMPTY), worker.pid)
 
     @admin.display(description="queues")
     def queue_list(self, worker: Worker) -> str:
@@ -91,7 +112,7 @@ class WorkerAdmin(ConsoleAdmin):
     def reported_state(self, worker: Worker) -> SafeString:
         if is_dead(worker, worker.db_now):
             verdict = (
-                f"declared dead {relative(worker.declared_dead_at, worker.db_now)}; its jobs were recovered"
+                f"declared dead at {timestamp(worker.declared_dead_at)}; its jobs were recovered"
                 if worker.declared_dead_at
                 else "not declared dead yet: is ojs_reaper running?"
             )
@@ -102,29 +123,44 @@ class WorkerAdmin(ConsoleAdmin):
                 verdict,
                 worker.state,
             )
+        if worker.state == WorkerState.TERMINATE:
+            # Finishing its jobs before it exits (a SIGTERM, a deploy): expected, not an alarm.
+            running = running_jobs(worker)
+            # The title names the state as the API and manage.py ojs report it.
+            return format_html(
+                '<span class="ojs-worker ojs-worker-draining" title="state {}: finishing its jobs, then exiting">'
+                'draining</span> <span class="ojs-quiet">{}</span>',
+                WorkerState.TERMINATE.value,
+                f"{running} job{'s' if running != 1 else ''} still running" if running else "no job left, exiting",
+            )
         return format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)
 
     @admin.display(description="directive")
     def directive_status(self, worker: Worker) -> SafeString | str:
+        if worker.state == WorkerState.TERMINATE and worker.directive != WorkerState.TERMINATE:
+            # Draining on its own (a SIGTERM): no directive applies to a worker on its way out.
+            return format_html('<span class="ojs-quiet">{}</span>', "none: draining")
         if worker.directive == worker.state:
             if worker.directive == WorkerState.RUNNING:
                 return "running"
             return format_html('{} <span class="ojs-applied">✓ applied</span>', worker.directive)
-        asked = relative(worker.directive_set_at, worker.db_now) if worker.directive_set_at else ""
+        if worker.directive_set_at is None:
+            return format_html('{} <span class="ojs-pending">requested, not applied yet</span>', worker.directive)
         return format_html(
-            '{} <span class="ojs-pending">requested {}, not applied yet</span>', worker.directive, asked
+            '{} <span class="ojs-pending">requested {}, not applied yet</span>',
+            worker.directive, moment(worker.directive_set_at, worker.db_now, compact=True),
         )
 
     @admin.display(description="active jobs")
     def active_job_link(self, worker: Worker) -> SafeString | str:
-        count = worker.active_jobs
+        count = running_jobs(worker)
         text = f"{count} / {worker.concurrency}" if worker.concurrency else str(count)
         url = admin_changelist_url("job", state=JobState.ACTIVE.value, worker_id=worker.pk)
         return format_html('<a href="{}">{}</a>', url, text)
 
     @admin.display(description="last heartbeat", ordering="last_heartbeat_at")
     def heartbeat(self, worker: Worker) -> SafeString:
-        ago = relative(worker.last_heartbeat_at, worker.db_now)
+        ago = moment(worker.last_heartbeat_at, worker.db_now, compact=True)
         if is_dead(worker, worker.db_now):
             return format_html('<strong class="ojs-alarm">{}</strong>', ago)
         return format_html("{}", ago)

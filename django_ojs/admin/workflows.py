@@ -26,7 +26,7 @@ from ..models import Workflow, WorkflowNode
 from ..protocol.errors import OJSError
 from ..protocol.workflows import COMPLETED, FAILED, Node
 from .base import ConsoleAdmin
-from .display import EMPTY
+from .display import EMPTY, id_cell, moment_field
 from .outcome import Outcome, apply_to_each
 
 PREVIEW_CHARS = 120
@@ -34,13 +34,15 @@ PREVIEW_CHARS = 120
 
 @admin.register(Workflow)
 class WorkflowAdmin(ConsoleAdmin):
-    list_display = ("workflow", "type", "state_badge", "progress", "created_at", "finished_at")
+    list_display = ("workflow", "type", "state_badge", "progress", "created", "finished")
+    # The name links to the page; the id beside it has its copy button (a button inside a link is not HTML).
+    list_display_links = None
     list_filter = ("state", "type")
     list_title = "Workflows"
     search_fields = ("=id", "name")
     ordering = ("-created_at",)
     list_per_page = 50
-    fields = ("id", "name", "type", "state_badge", "progress", "created_at", "finished_at")
+    fields = ("id", "name", "type", "state_badge", "progress", "created", "finished")
     readonly_fields = fields
     actions = ("cancel_workflows",)
     change_form_template = "admin/django_ojs/workflow/change_form.html"
@@ -50,11 +52,15 @@ class WorkflowAdmin(ConsoleAdmin):
 
     @admin.display(description="workflow")
     def workflow(self, workflow: Workflow) -> SafeString:
-        return format_html("{} <code class='ojs-id'>{}</code>", workflow.name, workflow.id)
+        url = reverse("admin:django_ojs_workflow_change", args=[workflow.pk])
+        return format_html('<a href="{}">{}</a> {}', url, workflow.name or EMPTY, id_cell(workflow.id))
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, workflow: Workflow) -> SafeString:
         return _badge(workflow.state)
+
+    created = moment_field("created_at", "created")
+    finished = moment_field("finished_at", "finished")
 
     @admin.display(description="steps done")
     def progress(self, workflow: Workflow) -> str:

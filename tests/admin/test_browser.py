@@ -1,6 +1,7 @@
 """The operators' console in a real browser, against a live server and a real PostgreSQL.
 
-Each test clicks through what an operator does and leaves screenshots in
+Each test clicks through what an operator does, in a 1280 x 800 window (a
+laptop's screen, which every list must fit), and leaves screenshots in
 test-artifacts/screenshots/. The two tests that need a running worker start
 a real ``manage.py ojs_worker`` process and are skipped where that
 command is missing from the tree.
@@ -8,6 +9,7 @@ command is missing from the tree.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import tempfile
@@ -26,11 +28,15 @@ from .browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PASSWORD,
+    VIEWPORT,
     WORKER_COMMAND,
+    docs_screenshot,
     log_in,
     ojs_worker,
+    overflowing,
     run_action,
     screenshot,
+    times_not_in_the_format,
     wait_until,
 )
 from .conftest import build_job
@@ -66,7 +72,8 @@ def chromium():
             executable_path=str(CHROMIUM),
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": 1440, "height": 900},
+            # A laptop's screen: every list must fit it (test_lists_fit_1280_px_and_say_times_one_way).
+            viewport=VIEWPORT,
         )
         yield context
         context.close()
@@ -118,7 +125,7 @@ def test_filter_jobs_and_read_an_error_history(page, live_server):
     expect(rows).to_contain_text("email.send")
 
     page.goto(f"{live_server.url}/admin/django_ojs/job/?state=discarded")
-    page.click(f"text={dead.id}")
+    page.click(f'a:has(code[title="{dead.id}"])')
     expect(page.locator("li.ojs-error")).to_have_count(3)
     backtrace = page.locator("details.ojs-backtrace").last
     assert not backtrace.locator("pre").is_visible()
@@ -271,7 +278,7 @@ def test_cron_schedules_disable_enable_and_fire_now(page, live_server):
     page.goto(f"{live_server.url}/admin/django_ojs/cronjob/")
     row = row_of(page, "nightly-report")
     expect(row).to_contain_text("0 3 * * *")
-    expect(row).to_contain_text("03:00:00 UTC")
+    expect(row).to_contain_text("03:00:00Z")
     screenshot(page, "20-cron")
     assert "Disable: 1 done." in run_action(page, "disable_schedules", "nightly-report")
     expect(row_of(page, "nightly-report").locator(".ojs-paused")).to_have_text("disabled")
@@ -400,10 +407,152 @@ def test_a_handlers_progress_shows_live_on_the_job_page_in_the_list_and_over_htt
         assert (body["state"], body["progress"], body["data"]) == ("active", 0.42, {"phase": "copying", "rows": 420})
 
         page.goto(f"{live_server.url}/admin/django_ojs/job/?q={job.id}")
-        expect(row_of(page, job.pk).locator(".field-progress_cell")).to_have_text("42%")
+        expect(row_of(page, job.pk).locator(".ojs-progress-cell")).to_have_text("42%")
 
         page.goto(f"{live_server.url}/admin/django_ojs/job/{job.pk}/change/")
         release.touch()
         # Completed: 100 % (ojs-progress §8.1), shown by the same live box.
         expect(page.locator(".ojs-progress-figure")).to_have_text("100%", timeout=60_000)
     assert Job.objects.get(pk=job.pk).state == "completed"
+
+
+# -- the console at 1280 px -------------------------------------------------------------
+
+LONG_TYPE = "billing.invoice.render_monthly_statement_for_customer"
+LONG_QUEUE = "customer-notifications-eu-west-1"
+# A message with a token no space breaks: a URL, a path, a key.
+LONG_ERROR = (
+    "duplicate key value violates unique constraint \"invoice_number_key\" while rendering "
+    "https://billing.example.com/api/v2/customers/9f7c1e2a-5b7d-4c1e-8a2f-3d4e5f6a7b8c/invoices/2026-11/"
+    "statement.pdf?include=lines,taxes,discounts,adjustments " + "and then the same again; " * 180
+)
+
+
+def _a_busy_console() -> dict[str, object]:
+    """Jobs in every state with long names and a long error, workers in every condition,
+    limited and paused queues, a schedule, a workflow, keys: what each list must fit."""
+    from django_ojs.core import queue_config
+    from django_ojs.core import workflows as workflow_store
+    from django_ojs.core.types import HeldJob
+    from django_ojs.models import CronJob
+    from django_ojs.protocol.cron_jobs import CronSpec
+    from django_ojs.protocol.workflows import parse
+
+    for state in ("available", "scheduled", "pending", "cancelled"):
+        build_job(state, type=LONG_TYPE, queue=LONG_QUEUE, meta={"tenant_id": "acme"})
+    build_job("active", type="email.send", queue="mail-active")
+    build_job("retryable", type="email.send", queue="mail-retry")
+    build_job("completed", type="report.build", queue="reports")
+    dead = Job.objects.push(parse_job({"type": LONG_TYPE, "args": [42], "options": {"queue": "billing"}}))
+    Job.objects.fetch(["billing"], worker_id="web-3-4242")
+    Job.objects.fail(dead.id, Failure(type="psycopg.errors.UniqueViolation", message=LONG_ERROR, retryable=False,
+                                      backtrace=['File "billing/render.py", line 88, in render']))
+
+    info = WorkerInfo(hostname="worker-host-eu-west-1a.internal", pid=4242,
+                      queues=["default", "mail", "billing", LONG_QUEUE], concurrency=10)
+    Worker.objects.register("0193a2b4-6f1e-7c2d-9e3f-4a5b6c7d8e9f", info)
+    Worker.objects.register("web-3-4242", info)
+    draining = Worker.objects.register("draining-worker", info)
+    held = [build_job("active", type="email.send", queue=f"drain-{n}") for n in range(2)]
+    Job.objects.filter(pk__in=[job.pk for job in held]).update(worker_id=draining.pk)
+    Worker.objects.beat(draining.pk, state=WorkerState.TERMINATE, held=[HeldJob(str(job.id)) for job in held])
+    asked = Worker.objects.register("asked-to-quiet", info)
+    Worker.objects.set_directive([asked.pk], WorkerState.QUIET)
+    silent = Worker.objects.register("silent-worker", info)
+    Worker.objects.filter(pk=silent.pk).update(last_heartbeat_at=silent.last_heartbeat_at - dt.timedelta(minutes=5))
+
+    queue_config.update("billing", {"concurrency": 4, "rate_limit": {"limit": 120, "period": "PT1M"}, "max_size": 5000})
+    Queue.objects.pause("reports")
+    CronJob.objects.register(CronSpec(name="nightly-billing-statements", expression="0 3 * * *", timezone="UTC",
+                                      job_template={"type": LONG_TYPE, "args": []}))
+    workflow_store.create(parse({"type": "chain", "name": "nightly-import", "steps": [
+        {"type": "fetch.url", "args": [], "options": {"queue": "wf"}},
+        {"type": "store.all", "args": [], "options": {"queue": "wf"}},
+    ]}, max_jobs=10, job_options=workflow_store.job_options()))
+    ApiKey.objects.issue("billing service", ["enqueue", "read"])
+    ApiKey.objects.issue("SDK workers in the eu-west-1 cluster", ["worker"])
+    return {"dead": dead, "draining": draining}
+
+
+LISTS = {
+    "overview": "/admin/django_ojs/overview/",
+    "jobs": "/admin/django_ojs/job/",
+    "failed jobs": "/admin/django_ojs/deadletterjob/",
+    "workers": "/admin/django_ojs/worker/",
+    "queues": "/admin/django_ojs/queue/",
+    "cron": "/admin/django_ojs/cronjob/",
+    "rate limits": "/admin/django_ojs/ratelimitoverride/",
+    "workflows": "/admin/django_ojs/workflow/",
+    "keys": "/admin/django_ojs/apikey/",
+}
+
+
+def test_lists_fit_1280_px_and_say_times_one_way(page, live_server):
+    """Every list's columns and buttons lie inside a 1280 px window, with no sideways scroll,
+    and every page writes its times one way: 2026-11-27 10:04:05Z, with the distance beside it."""
+    made = _a_busy_console()
+    dead = made["dead"]
+    problems: dict[str, list[str]] = {}
+
+    def look(name: str, path: str) -> None:
+        page.goto(live_server.url + path)
+        found = overflowing(page) + [f"time written otherwise: {text}" for text in times_not_in_the_format(page)]
+        if found:
+            problems[name] = found
+
+    for name, path in LISTS.items():
+        look(name, path)
+        if name == "overview":
+            page.locator("svg.ojs-chart").wait_for(state="visible")
+            docs_screenshot(page, "overview")
+        elif name in ("jobs", "failed jobs", "workers"):
+            docs_screenshot(page, name.replace(" ", "-"))
+        if name != "overview" and name != "rate limits":
+            assert page.locator("#result_list tbody tr").count() > 0, f"{name}: no row to measure"
+    look("job page", f"/admin/django_ojs/job/{dead.pk}/change/")
+    docs_screenshot(page, "job")
+    look("worker page", f"/admin/django_ojs/worker/{made['draining'].pk}/change/")
+    look("filtered jobs", f"/admin/django_ojs/job/?state=discarded&type={LONG_TYPE}")
+
+    assert problems == {}, "\n".join(f"{name}: {found}" for name, found in problems.items())
+
+
+def test_a_failed_jobs_error_wraps_in_the_list_and_is_whole_on_its_page(page, live_server):
+    made = _a_busy_console()
+    page.goto(f"{live_server.url}/admin/django_ojs/deadletterjob/")
+    preview = row_of(page, made["dead"].pk).locator(".ojs-error-preview")
+    shown = preview.inner_text()
+    assert shown.startswith("psycopg.errors.UniqueViolation duplicate key value") and shown.endswith("…")
+    # Wrapped onto several lines, not cut to one: as tall as the text is long.
+    assert preview.bounding_box()["height"] > 3 * 16
+    # Whole on the job's page (the store keeps up to MAX_MESSAGE_CHARS of it).
+    page.click(f'a:has(code[title="{made["dead"].id}"])')
+    assert page.locator("pre.ojs-error-message").inner_text() == LONG_ERROR
+    assert len(LONG_ERROR) > 4000
+
+
+def test_a_short_id_copies_the_whole_id(page, live_server):
+    job = build_job("available")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page.goto(f"{live_server.url}/admin/django_ojs/job/")
+    cell = row_of(page, job.pk).locator("td.field-type_and_id")
+    assert cell.locator("code.ojs-id").inner_text() == f"…{str(job.id)[-8:]}"
+    cell.locator("button.ojs-copy").click()
+    expect(cell.locator("button.ojs-copy")).to_have_class(re.compile("ojs-copied"))
+    assert page.evaluate("navigator.clipboard.readText()") == str(job.id)
+    # The whole id finds the job.
+    page.fill("#searchbar", page.evaluate("navigator.clipboard.readText()"))
+    page.press("#searchbar", "Enter")
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+
+
+def test_a_draining_worker_is_calm(page, live_server):
+    made = _a_busy_console()
+    page.goto(f"{live_server.url}/admin/django_ojs/worker/")
+    state = row_of(page, made["draining"].pk).locator("td.field-reported_state")
+    expect(state).to_have_text("draining 2 jobs still running")
+    badge = state.locator(".ojs-worker")
+    red = "rgb(186, 33, 33)"
+    assert badge.evaluate("(element) => getComputedStyle(element).backgroundColor") != red
+    asked = row_of(page, "asked-to-quiet").locator("td.field-directive_status").inner_text()
+    assert re.fullmatch(r"quiet requested (now|\d+ s ago), not applied yet", asked), asked

@@ -16,8 +16,8 @@ from django_ojs.protocol.states import WorkerState
 
 
 def listed(response) -> list[str]:
-    """The job ids a list page shows, top to bottom."""
-    return re.findall(r'<code class="ojs-id">([0-9a-f-]{36})</code>', response.content.decode())
+    """The job ids a list page shows, top to bottom (each whole in its short id's title)."""
+    return re.findall(r'<code class="ojs-id" title="([0-9a-f-]{36})">', response.content.decode())
 
 
 def jobs_page(client, **params) -> list[str]:

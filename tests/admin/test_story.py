@@ -69,6 +69,6 @@ def test_progress_on_the_page_in_the_list_and_in_the_live_box(admin, claim):
     html = page_of(admin, job)
     assert "25%" in html and "&quot;phase&quot;: &quot;load&quot;" in html
     listing = admin.get("/admin/django_ojs/job/").content.decode()
-    assert '<td class="field-progress_cell">25%</td>' in listing
+    assert '<strong class="ojs-progress-cell">25%</strong>' in listing
     live = admin.get(f"/admin/django_ojs/job/{job.pk}/progress/").json()
     assert live["live"] is True and "25%" in live["html"]

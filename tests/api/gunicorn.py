@@ -60,15 +60,22 @@ class Wire:
 
 
 @contextlib.contextmanager
-def serving(key: str, *, workers: int = 1, threads: int = 1, database: str | None = None) -> Iterator[Wire]:
-    """gunicorn on a free port against the test database (or ``database``, a URL), answering health; yields a client."""
+def serving(key: str, *, workers: int = 1, threads: int = 1, database: str | None = None,
+            config: Path | None = None) -> Iterator[Wire]:
+    """gunicorn on a free port against the test database (or ``database``, a URL), answering health; yields a client.
+
+    With ``config`` (a gunicorn configuration file) it runs as that file says,
+    with ``workers`` processes; without, ``workers`` x ``threads`` and the rest
+    of gunicorn's defaults.
+    """
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database or database_url(), "DJANGO_SETTINGS_MODULE": "example_project.settings",
            "OJS_AUTH_REQUIRED": "true", "OJS_TEST_HOOKS": "false", "OJS_LOG_LEVEL": "WARNING"}
+    how = (["--config", str(config), "--workers", str(workers)] if config else
+           ["--workers", str(workers), "--threads", str(threads), "--timeout", "60"])
     log = tempfile.TemporaryFile()
     server = subprocess.Popen(
-        [str(GUNICORN), "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
-         "--timeout", "60", "example_project.wsgi:application"],
+        [str(GUNICORN), *how, "--bind", f"127.0.0.1:{port}", "example_project.wsgi:application"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     client = Wire(port, key)

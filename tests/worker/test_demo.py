@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
@@ -33,12 +34,22 @@ def jobs_flowed(database) -> bool:
     return states.get("completed", 0) >= 5 and "FlakyServiceError" in errors
 
 
+def serves(port: int) -> dict[str, tuple[int, str]]:
+    """What the demo's web server answers for the API's health and an admin stylesheet: status and Server header."""
+    answers = {}
+    for path in ("/ojs/v1/health", "/static/django_ojs/admin/ojs.css"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
+            answers[path] = (response.status, response.headers["Server"])
+    return answers
+
+
 @pytest.mark.parametrize("stop", ["duration", "ctrl-c"])
 def test_the_demo_runs_jobs_and_stops_cleanly(tmp_path, stop):
     database = tmp_path / "demo.sqlite3"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "example_project.settings",
            "DATABASE_URL": f"sqlite:///{database}", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "manage.py", "ojs_demo", "--port", str(free_port()), "--every", "0.5"]
+    port = free_port()
+    command = [sys.executable, "manage.py", "ojs_demo", "--port", str(port), "--every", "0.5"]
     if stop == "duration":
         command += ["--duration", "6"]
     # A file, not a pipe: nobody reads a pipe while the test waits, and the
@@ -50,6 +61,7 @@ def test_the_demo_runs_jobs_and_stops_cleanly(tmp_path, stop):
             if stop == "ctrl-c":
                 # Ctrl+C once jobs have flowed, however long a busy machine takes to start the demo.
                 wait_until(lambda: jobs_flowed(database) or demo.poll() is not None, 300, "jobs to flow in the demo")
+                served = serves(port)
                 demo.send_signal(signal.SIGINT)  # what Ctrl+C in the terminal sends the demo
             # The stop waits for the worker's running jobs (sleeps of up to 4 s).
             demo.wait(timeout=300)
@@ -65,6 +77,8 @@ def test_the_demo_runs_jobs_and_stops_cleanly(tmp_path, stop):
     assert sum(states.values()) > 0, output  # sample jobs were enqueued
     if stop == "ctrl-c":
         assert jobs_flowed(database)
+        # gunicorn with the production configuration, the admin's styles included.
+        assert served == {"/ojs/v1/health": (200, "gunicorn"), "/static/django_ojs/admin/ojs.css": (200, "gunicorn")}
     with sqlite3.connect(database) as db:
         workers = db.execute("SELECT COUNT(*) FROM django_ojs_worker").fetchone()[0]
     assert workers == 0  # the worker deregistered on its way out (or never got to register)

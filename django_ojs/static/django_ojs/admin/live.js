@@ -8,6 +8,12 @@
  */
 'use strict';
 (function () {
+    // The console's one format for a point in time (admin/display.py timestamp): 2026-11-27 10:04:05Z.
+    function stamp(date) {
+        const iso = date.toISOString();
+        return iso.slice(0, 10) + ' ' + iso.slice(11, 19) + 'Z';
+    }
+
     function start(status) {
         const url = status.dataset.ojsLiveUrl;
         const seconds = Number(status.dataset.ojsLiveSeconds) || 3;
@@ -69,7 +75,7 @@
                         gone += 1;
                     }
                 });
-                let text = 'Live: updated ' + new Date().toLocaleTimeString() + '.';
+                let text = 'Live: updated ' + stamp(new Date()) + '.';
                 if (gone) {
                     text += ' ' + gone + ' no longer registered (struck through).';
                 }

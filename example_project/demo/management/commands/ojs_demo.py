@@ -2,8 +2,9 @@
 
 Migrates the database (SQLite by default), makes sure there is a superuser
 for the admin and an API key for the HTTP API, then runs three child
-processes -- the web server (``runserver`` on 127.0.0.1), ``ojs_reaper``
-and ``ojs_worker`` -- and enqueues the sample jobs of ``demo/jobs.py``
+processes -- the web server (gunicorn with the production configuration,
+``example_project/gunicorn.conf.py``, on 127.0.0.1), ``ojs_reaper`` and
+``ojs_worker`` -- and enqueues the sample jobs of ``demo/jobs.py``
 every few seconds: greetings that succeed, payments that fail once and
 succeed on their retry, and sleeps that keep a worker slot busy. It prints
 where to look and a line of job counts every few seconds.
@@ -45,6 +46,10 @@ NAMES = ["Ada", "Grace", "Linus", "Guido", "Barbara", "Ken", "Margaret", "Dennis
 # demo 20 s before it sends SIGTERM).
 GRACE_PERIOD = 5
 STOP_TIMEOUT = GRACE_PERIOD + 10  # the grace period plus the worker's shutdown
+# The configuration a deployment serves the API with (docs/how-to/serving.md).
+GUNICORN_CONFIG = Path(__file__).resolve().parents[3] / "gunicorn.conf.py"
+# A laptop's demo needs no more web processes than this, whatever its cores.
+WEB_PROCESSES = 2
 
 
 class Command(BaseCommand):
@@ -82,15 +87,20 @@ class Command(BaseCommand):
     def _start_children(self, port: int) -> list[tuple[str, subprocess.Popen]]:
         manage = [sys.executable, str(Path(sys.argv[0]).resolve())]
         commands = {
-            "server": [*manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
+            # The access log would bury the job counts under the admin's live refreshes.
+            "server": [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONFIG),
+                       "--chdir", str(GUNICORN_CONFIG.parents[1]), "--bind", f"127.0.0.1:{port}",
+                       "--workers", str(WEB_PROCESSES),
+                       "--access-logfile", os.devnull],
             "reaper": [*manage, "ojs_reaper"],
             "worker": [*manage, "ojs_worker", "--concurrency", "4", "--queue", "default",
                        "--grace-period", str(GRACE_PERIOD)],
         }
         # Own sessions: the terminal's Ctrl+C reaches only the demo, which then
         # sends each child exactly one SIGTERM (a second would force the worker).
-        return [(name, subprocess.Popen(argv, start_new_session=True, env=os.environ.copy()))
-                for name, argv in commands.items()]
+        # No proxy in front of the demo's gunicorn: Django serves the admin's static files.
+        env = {**os.environ, "SERVE_STATIC": "true"}
+        return [(name, subprocess.Popen(argv, start_new_session=True, env=env)) for name, argv in commands.items()]
 
     def _welcome(self, port: int, login: str, key: str) -> None:
         base = f"http://127.0.0.1:{port}"
