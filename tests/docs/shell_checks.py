@@ -4,6 +4,8 @@
   command's own argument parser, so an unknown command, subcommand or option fails;
 - ``curl``: its URL is a route of the HTTP API that serves its method, and a
   JSON body parses (a body with ``...`` in it is an elision, not parsed);
+- ``gunicorn ...``: parsed by gunicorn's own argument parser; a ``-c FILE`` of the
+  repository must exist;
 - ``tox -e ENV``: ENV is in tox.ini; ``pip install ...[EXTRAS]``: the extras are pyproject's;
 - ``python -m MODULE`` / ``python PATH``: the module or file exists;
 - a few programs a reader already has (``kill``, ``cd``, ``sleep``...) are taken as they are;
@@ -25,6 +27,7 @@ from urllib.parse import urlsplit
 
 from django.core.management import CommandError, ManagementUtility
 from django.urls import Resolver404, resolve
+from gunicorn.config import Config
 
 from django_ojs.api.urls import unknown_endpoint
 
@@ -54,6 +57,8 @@ def check(words: list[str]) -> list[str]:
         return tox(args)
     if name == "curl":
         return curl(args)
+    if name == "gunicorn":
+        return gunicorn(args)
     if name == "mkdocs":
         return [] if args[:1] in (["build"], ["serve"]) else [f"mkdocs {' '.join(args)}: build or serve"]
     return [f"{program}: not a program these checks know; add a check (tests/docs/shell_checks.py) or run the block"]
@@ -121,6 +126,20 @@ def pip(args: list[str]) -> list[str]:
             if unknown:
                 problems.append(f"pip install {word}: no such extra {sorted(unknown)} in pyproject.toml")
     return problems
+
+
+def gunicorn(args: list[str]) -> list[str]:
+    """``gunicorn ARGS``: options gunicorn knows; a configuration file named with ``-c`` exists."""
+    parser = Config().parser()
+    try:
+        with redirect_stderr(io.StringIO()):
+            parsed = parser.parse_args(args)
+    except SystemExit:
+        return [f"gunicorn {' '.join(args)}: gunicorn refuses these options"]
+    config = getattr(parsed, "config", None)
+    if config and not config.startswith("python:") and not (ROOT / config).is_file():
+        return [f"gunicorn -c {config}: no such file in the repository"]
+    return []
 
 
 def tox_environments() -> set[str]:

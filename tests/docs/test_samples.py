@@ -197,6 +197,21 @@ def test_json_and_sql(sample: Sample):
     json.loads(sample.code)
 
 
+@pytest.mark.parametrize("sample", by_lang("nginx"))
+def test_nginx(sample: Sample):
+    """An nginx configuration: blocks that open and close, and directives ended with ";"."""
+    skip_if_asked(sample)
+    depth = 0
+    for number, raw in enumerate(sample.code.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        depth += line.count("{") - line.count("}")
+        assert depth >= 0, f"line {number}: a block closes that never opened"
+        assert line.endswith((";", "{", "}")), f"line {number}: a directive must end with ';': {raw!r}"
+    assert depth == 0, "a block is left open"
+
+
 def test_every_block_is_found_and_placed():
     """The extractor reads every page; each skipped block says why, and bash is there to check syntax."""
     assert shutil.which("bash")
