@@ -5,6 +5,7 @@
 - ``curl``: its URL is a route of the HTTP API that serves its method, and a
   JSON body parses (a body with ``...`` in it is an elision, not parsed);
 - ``tox -e ENV``: ENV is in tox.ini; ``pip install ...[EXTRAS]``: the extras are pyproject's;
+- ``gunicorn ...``: parsed by gunicorn's own argument parser (the app named is the reader's);
 - ``python -m MODULE`` / ``python PATH``: the module or file exists;
 - a few programs a reader already has (``kill``, ``cd``, ``sleep``...) are taken as they are;
   anything else is reported, so that a new tool in the docs is met by a check.
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 
 from django.core.management import CommandError, ManagementUtility
 from django.urls import Resolver404, resolve
+from gunicorn.config import Config
 
 from django_ojs.api.urls import unknown_endpoint
 
@@ -54,6 +56,8 @@ def check(words: list[str]) -> list[str]:
         return tox(args)
     if name == "curl":
         return curl(args)
+    if name == "gunicorn":
+        return gunicorn(args)
     if name == "mkdocs":
         return [] if args[:1] in (["build"], ["serve"]) else [f"mkdocs {' '.join(args)}: build or serve"]
     return [f"{program}: not a program these checks know; add a check (tests/docs/shell_checks.py) or run the block"]
@@ -136,6 +140,21 @@ def tox(args: list[str]) -> list[str]:
         if flag == "-e":
             problems += [f"tox -e {env}: no such environment in tox.ini" for env in value.split(",") if env not in tox_environments()]
     return problems
+
+
+def gunicorn(args: list[str]) -> list[str]:
+    """Parse ``gunicorn ARGS`` with gunicorn's own parser; a config file named must be in the repository."""
+    parser = Config().parser()
+    err = io.StringIO()
+    try:
+        with redirect_stderr(err):
+            parsed = parser.parse_args(args)
+    except SystemExit:
+        message = err.getvalue().strip().splitlines()
+        return [f"gunicorn {' '.join(args)}: {message[-1] if message else 'rejected'}"]
+    if parsed.config and not (ROOT / parsed.config).is_file():
+        return [f"gunicorn -c {parsed.config}: no such file in the repository"]
+    return []
 
 
 def curl(args: list[str]) -> list[str]:
