@@ -34,8 +34,6 @@ from .exchanges import (
 )
 from .samples import ROOT
 
-# The manifest and health name the store; the pages show PostgreSQL, the production one.
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 WRITE = os.environ.get("OJS_DOCS_WRITE_REPLIES") == "1"
 # What curl prints: the body, then the status on a line of its own.
 CURLRC = 'silent\nshow-error\nwrite-out = "\\n%{response_code}"\n'
@@ -63,6 +61,9 @@ def prelude_names(exchange: Exchange) -> dict[str, str]:
     return {name: value for name, value in namespace.items() if name.isupper() and isinstance(value, str)}
 
 
+# The manifest and health name the store: the pages show PostgreSQL's, the production one.
+@pytest.mark.slow
+@pytest.mark.postgres
 @pytest.mark.parametrize("page", [str(path.relative_to(ROOT)) for path in pages_with_exchanges()])
 def test_the_replies_a_page_shows_are_the_servers(page, transactional_db, tmp_path):
     path = ROOT / page
