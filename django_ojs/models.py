@@ -253,7 +253,7 @@ class Job(models.Model):
     # spending an attempt; retry decisions use attempt - releases.
     releases = models.PositiveIntegerField(default=0)
     retry = models.JSONField(default=dict, help_text="Effective retry policy (ojs-retry §2).")
-    # Unique jobs (ojs-unique-jobs, README "Unique jobs"): the policy as
+    # Unique jobs (ojs-unique-jobs, docs/how-to/unique-jobs.md): the policy as
     # normalised, its key (SHA-256 hex), the states in which this job holds
     # the key (",active,available,...": the unique index's predicate reads
     # it; NULL = released), and when a period-bound key lapses.

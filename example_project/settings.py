@@ -74,7 +74,7 @@ else:
     # Off by default: a health check is a query at the start of every request
     # (measured: a fifth of a health request). Without it, the first request
     # on a connection PostgreSQL dropped answers 503 (retryable) and the next
-    # one reconnects (README, "Deployment").
+    # one reconnects (docs/how-to/deployment.md).
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from django_ojs.conf import ojs_settings
 from django_ojs.protocol.envelope import parse_job
 
-# django_ojs.testing's fixtures (ojs_jobs, ojs_inline), as a project would load them (README, "Testing your jobs").
+# django_ojs.testing's fixtures (ojs_jobs, ojs_inline), as a project would load them (docs/how-to/testing.md).
 pytest_plugins = ["django_ojs.testing.fixtures"]
 
 MEDIA_TYPE = "application/openjobspec+json"

@@ -1,4 +1,4 @@
-"""Waiting for a condition, never for a fixed time (README, "Standards"): usable with or without pytest."""
+"""Waiting for a condition, never for a fixed time (docs/contributing.md): usable with or without pytest."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Every discarded job is listed, each with ``dead_letter`` telling whether its
 policy asked to keep it (``on_exhaustion: "dead_letter"``); ``?dead_letter=
-true`` lists only those (README, "Decisions").
+true`` lists only those (docs/explanation/decisions.md).
 """
 
 from __future__ import annotations

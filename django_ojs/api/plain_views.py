@@ -3,7 +3,7 @@
 A worker's ACK or a producer's PUSH is a few hundred microseconds of work
 around one SQL statement; DRF's Request and Response objects, content
 negotiation, the permission and throttle loops and the template-response
-rendering around it cost about as much again (README "Performance"). The
+rendering around it cost about as much again (docs/explanation/performance.md). The
 view served lean is still an ``OJSView`` (an ``AnsweringView``), and everything that decides what
 the client gets is shared with it, not copied:
 

@@ -95,7 +95,7 @@ def parse_heartbeat(body: Mapping[str, Any]) -> Heartbeat:
     if state is not None and (not isinstance(state, str) or state not in WorkerState._value2member_map_):
         raise InvalidRequest("state must be 'running', 'quiet' or 'terminate'", field="state")
     # The binding's `active_jobs` is an array of ids; the worker protocol's
-    # is a count beside `active_job_ids` (README, "Wire compatibility"). An
+    # is a count beside `active_job_ids` (docs/explanation/decisions.md). An
     # entry may also name the attempt it holds: {"job_id": ..., "attempt": n}.
     entries: list[Any] = []
     for name in ("active_job_ids", "active_jobs"):

@@ -201,7 +201,7 @@ class ResetView(OJSView):
 
 
 class MetricsView(OJSView):
-    """Prometheus exposition (README "Observability"): any key may scrape it, as any may read."""
+    """Prometheus exposition (docs/how-to/metrics.md): any key may scrape it, as any may read."""
 
     required_scope = "read"
 

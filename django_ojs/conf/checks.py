@@ -63,7 +63,7 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def _prepared_behind_a_pooler() -> list[checks.CheckMessage]:
-    """LISTEN on an alias of its own is the README's way around a transaction pooler, where prepared statements break."""
+    """LISTEN on an alias of its own is the way around a transaction pooler (docs/how-to/pgbouncer.md), where prepared statements break."""
     from django.conf import settings
 
     listen = ojs_settings.LISTEN

@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
     # revoking process). `0`: a query per request.
     "API_KEY_CACHE_SECONDS": 5,
     # Content-Type of responses (binding §4.1). `"application/json"` serves the
-    # official Python SDK, which only parses that (README "SDK compatibility").
+    # official Python SDK, which only parses that (docs/explanation/decisions.md, "SDK compatibility").
     "RESPONSE_MEDIA_TYPE": "application/openjobspec+json",
     # Largest job body PUSH accepts; larger → 413 `payload_too_large`
     # (ojs-core §14 rule 4 recommends 1 MiB).
@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     # Execution timeout of a job that sets none (ojs-core §5.2); `0` disables it.
     "DEFAULT_TIMEOUT": 1800,
     # Reservation period of a claimed job (ojs-worker-protocol §5.2; the
-    # binding's 30 s is not used, see the README's decisions). Heartbeats extend it.
+    # binding's 30 s is not used, see docs/explanation/decisions.md). Heartbeats extend it.
     "DEFAULT_VISIBILITY_TIMEOUT": 1800,
     # A project-wide retry policy, merged under each job's own. Empty: ojs-retry
     # §8's, 3 attempts, exponential from 1 s, at most 5 min, with jitter.
@@ -150,7 +150,7 @@ DEFAULTS: dict[str, Any] = {
     # OpenTelemetry spans (needs the `otel` extra): a producer span per enqueue,
     # the W3C trace context carried in the job's `meta`, a consumer span per
     # execution under it. The project configures the SDK (provider, exporter,
-    # sampler); the sampler is the lever on its cost (README "Measured cost").
+    # sampler); the sampler is the lever on its cost (docs/how-to/tracing.md).
     "TRACING": False,
     # -- The admin (the operators' console) ---------------------------------
     # Meta keys the admin's job search matches a plain term against, besides

@@ -77,6 +77,6 @@ def _drop_oldest(name: str, count: int, now: dt.datetime) -> None:
     )
     events.record(events.job_event("job.discarded", job, now, reason="overflow") for job in victims)
     # A dropped workflow step fails its step. When this PUSH is itself a
-    # workflow's next step, that workflow's row is already held: README
-    # "Workflows" notes the one lock-order exception this makes.
+    # workflow's next step, that workflow's row is already held: docs/how-to/workflows.md
+    # notes the one lock-order exception this makes.
     advance({job.seq: job.state for job in victims})

@@ -78,7 +78,7 @@ def fail_timed_out(limit: int) -> int:
     """Active jobs past their execution timeout fail with type ``timeout`` (ojs-timeouts §7.1).
 
     The server's deadline is ``started_at + timeout`` with no grace: the
-    worker enforces its own grace period before that (README, "Decisions").
+    worker enforces its own grace period before that (docs/explanation/decisions.md).
     """
     with transaction.atomic():
         rows = _locked(state=JobState.ACTIVE, deadline_at__lte=TxNow(), order="deadline_at", limit=limit)

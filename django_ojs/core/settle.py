@@ -368,7 +368,7 @@ def settle_rows(
 def expire_rows(jobs: list[Job], now: dt.datetime) -> int:
     """Discard locked waiting jobs whose ``expires_at`` passed (ojs-core §5.2).
 
-    They never ran, so ``completed_at`` stays empty (README, "Decisions");
+    They never ran, so ``completed_at`` stays empty (docs/explanation/decisions.md);
     the error says why, with the type ojs-timeouts §8 names.
     """
     if not jobs:

@@ -75,7 +75,7 @@ def create(root: Node) -> Workflow:
             id=uuid7(),
             type=root.kind,
             name=root.name,
-            # Running from creation: its first jobs are enqueued now (README, "Decisions").
+            # Running from creation: its first jobs are enqueued now (docs/explanation/decisions.md).
             state=RUNNING,
             definition=root.to_dict(),
             created_at=now,

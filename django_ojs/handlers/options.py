@@ -32,7 +32,7 @@ class EnqueueOptions(TypedDict, total=False):
 
     queue: str
     # ojs-core §5.2: an integer from -100 to 100, higher first (the envelope
-    # refuses others); the named levels are 10, 0 and -10 (README "Decisions").
+    # refuses others); the named levels are 10, 0 and -10 (docs/explanation/decisions.md).
     priority: int | Literal["high", "normal", "low"]
     timeout: float | dt.timedelta
     timeout_ms: int

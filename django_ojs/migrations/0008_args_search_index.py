@@ -1,4 +1,4 @@
-"""Job search inside ``args`` (README "Operators' bulk tools"): a GIN index on PostgreSQL.
+"""Job search inside ``args`` (docs/how-to/admin.md, "Search"): a GIN index on PostgreSQL.
 
 ``ojs_job_args`` (GIN, ``jsonb_path_ops``) serves ``args @> '[...]'``, the
 containment query every ``args`` search term becomes (``django_ojs/search.py``).

@@ -1,8 +1,7 @@
 """On PostgreSQL, an INSERT of jobs NOTIFYs ``ojs_available`` once per queue, not once per row.
 
 Migration 0002's trigger ran for each row, inserted or updated: a PL/pgSQL
-call and a ``pg_notify`` per job, ~10 ms of a batch of 1,000 (README,
-"Performance"), though PostgreSQL folds the identical notifications of a
+call and a ``pg_notify`` per job, ~10 ms of a batch of 1,000, though PostgreSQL folds the identical notifications of a
 transaction into one at commit anyway. An INSERT now fires one
 statement-level trigger that reads the inserted rows (``REFERENCING NEW
 TABLE``) and notifies each queue with an available job once.

@@ -7,8 +7,8 @@
 - **Consumer span** ``{queue} process`` (kind CONSUMER) around each
   execution in the Python worker, a *child* of the producer span and also
   *linked* to it (§5.2 asks for the link; the child relation puts enqueue and
-  execution in one trace, which is what an operator opens: README
-  "Decisions").
+  execution in one trace, which is what an operator opens:
+  docs/explanation/decisions.md).
 
 The project configures the OpenTelemetry SDK (provider, exporter, sampler) as
 for any library; django-ojs only uses the API. With TRACING off nothing here

@@ -29,7 +29,7 @@ SPEC_VERSION = "1.0"
 
 # ojs-core §5.1 requires `[a-z][a-z0-9_]*` per segment; the openapi pattern
 # also allows "-", which 20 of the level-1 conformance cases use. We follow
-# openapi (README, "Decisions").
+# openapi (docs/explanation/decisions.md).
 # Used with fullmatch(): a "$" would also accept a trailing newline.
 TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*")
 QUEUE_PATTERN = re.compile(r"[a-z0-9][a-z0-9\-\.]*")
@@ -460,7 +460,7 @@ def render_job(job: Any, *, errors: Iterable[Any] | None = None) -> dict[str, An
 
     Names from every document are emitted where they do not clash: the core's
     ``timeout`` (seconds) beside the binding's ``timeout_ms``, ``next_attempt_at``
-    beside ``next_retry_at`` (README, "Wire compatibility").
+    beside ``next_retry_at`` (docs/explanation/decisions.md, "Wire compatibility").
     """
     out: dict[str, Any] = dict(job.extra or {})
     state = job.state

@@ -14,7 +14,7 @@ which another job may meanwhile hold the key (a retry returning to
 then fail. So a set that names any state a job passes through after it
 becomes ``available`` holds through the whole live lifecycle, from PUSH to
 a terminal state; only sets of ``scheduled`` and ``pending`` -- which a job
-leaves once and never re-enters -- are kept as given. See README "Unique jobs".
+leaves once and never re-enters -- are kept as given. See docs/how-to/unique-jobs.md.
 """
 
 from __future__ import annotations

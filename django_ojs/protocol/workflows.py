@@ -8,7 +8,7 @@ starts once every sibling it depends on has completed, and is cancelled once
 one of them ended any other way. A chain is a container whose step *k*
 depends on step *k-1*; a group one with no dependencies; a dag one with the
 dependencies the client named. So the binding's DAG costs no second engine
-(README, "Decisions").
+(docs/explanation/decisions.md).
 
 ``parse`` validates a definition into ``Node`` trees; ``Engine`` holds the
 states of one workflow's nodes and turns an event (start, a job's outcome,

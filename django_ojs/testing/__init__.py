@@ -21,8 +21,8 @@ concurrency limits. Test those against a real ``ojs_worker``.
 
 A context sees only the jobs enqueued since it began (``clear_all()``
 starts again): with pytest-django's ``db`` fixture or Django's ``TestCase``
-each test also gets an empty, rolled-back database. See the README,
-"Testing your jobs", for pytest fixtures and ``TestCase`` use.
+each test also gets an empty, rolled-back database. See docs/how-to/testing.md
+for pytest fixtures and ``TestCase`` use.
 """
 
 from __future__ import annotations

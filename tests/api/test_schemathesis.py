@@ -9,8 +9,7 @@ operation is bounded so that the run takes about a minute.
 
 Besides 5xx, responses must carry the documented content type and headers.
 Response bodies are not checked against the schema here: openapi.yaml
-disagrees with the binding on two points we follow the binding on (README,
-"Decisions": the ``invalid_payload`` error code; the manifest's
+disagrees with the binding on two points we follow the binding on (docs/explanation/decisions.md: the ``invalid_payload`` error code; the manifest's
 ``extensions``).
 """
 

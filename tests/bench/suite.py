@@ -59,7 +59,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", type=lambda value: value.split(","), default=list(SECTIONS),
                         help=f"comma-separated sections to run: {','.join(SECTIONS)}")
     parser.add_argument("--json", metavar="FILE", help="also write the JSON lines to FILE")
-    parser.add_argument("--markdown", action="store_true", help="print the table in Markdown (for the README)")
+    parser.add_argument("--markdown", action="store_true", help="print the table in Markdown (for docs/explanation/performance.md)")
     parser.add_argument("--observability", action="store_true",
                         help="their cost: the worker section runs each shape off, with metrics on, and with "
                              "metrics and tracing on (an OTel SDK exporting to nowhere), interleaved, and "

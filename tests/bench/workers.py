@@ -47,7 +47,7 @@ MODES = {
 }
 MODE_NAMES = {"metrics": "metrics on", "tracing": "metrics + tracing on",
               "sampled": f"metrics + tracing on, {SAMPLED_SHARE:.0%} of traces sampled"}
-KEPT = 0.95  # the throughput observability must keep (≤ 5 % cost, README "Measured cost")
+KEPT = 0.95  # the throughput observability must keep (≤ 5 % cost, docs/explanation/performance.md)
 FLOOR_PROCESSES = 2
 PEER_CONSUMERS, PEER_BATCH = 5, 10
 SPIN = "demo.spin"  # example_project.demo: uses the CPU it is told to (--job-cpu-ms)

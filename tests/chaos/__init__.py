@@ -11,5 +11,5 @@ dictates, no attempt run twice, every re-run explained by an error of the
 attempt before, no deadlock, no worker declared dead that was alive.
 
 ``test_outage.py`` stops the cluster for ten seconds under a running API,
-worker and reaper (README, "Database outages").
+worker and reaper (docs/explanation/reliability.md).
 """

@@ -1,4 +1,4 @@
-"""PostgreSQL down for ten seconds under a running API, worker and reaper (README, "Database outages").
+"""PostgreSQL down for ten seconds under a running API, worker and reaper (docs/explanation/reliability.md).
 
 One scenario, run once for the module (``outage``), on a throwaway cluster
 with real processes: gunicorn, ``ojs_worker``, ``ojs_reaper``.

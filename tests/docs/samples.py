@@ -42,16 +42,20 @@ KINDS: dict[str, tuple[str, ...]] = {
     "python": ("run", "config", "test", "file", "skip"),
     # check: each command must exist with the options given (manage.py's own parsers, tox.ini,
     # pyproject's extras, the HTTP API's routes); run: executed by bash (the tutorial);
-    # background: started, and must stop cleanly on SIGTERM when the page ends (the tutorial).
+    # background: started, and must stop cleanly on SIGTERM when the page ends (the tutorial);
+    # with restart, the process of the same command started before is stopped first.
     "sh": ("check", "run", "background", "skip"),
     "yaml": ("check", "skip"),
-    "json": ("check", "skip"),
+    # response: the reply of the HTTP request the shell block above it sends, compared by shape
+    # with what a live server answers (tests/docs/exchanges.py, test_http_exchanges.py).
+    "json": ("check", "response", "skip"),
     "sql": ("skip",),
     # check: its braces balance and every directive ends with ";" (no nginx on the test machine).
     "nginx": ("check", "skip"),
-    "text": ("text",),
+    # output: on a page followed step by step, what the run block above it prints (``...`` elides).
+    "text": ("text", "output"),
 }
-FLAGS = {"continues", "append"}
+FLAGS = {"continues", "append", "restart"}
 
 
 class SampleError(Exception):

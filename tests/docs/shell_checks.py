@@ -4,9 +4,8 @@
   command's own argument parser, so an unknown command, subcommand or option fails;
 - ``curl``: its URL is a route of the HTTP API that serves its method, and a
   JSON body parses (a body with ``...`` in it is an elision, not parsed);
-- ``gunicorn ...``: parsed by gunicorn's own argument parser; a ``-c FILE`` of the
-  repository must exist;
 - ``tox -e ENV``: ENV is in tox.ini; ``pip install ...[EXTRAS]``: the extras are pyproject's;
+- ``gunicorn ...``: parsed by gunicorn's own argument parser (the app named is the reader's);
 - ``python -m MODULE`` / ``python PATH``: the module or file exists;
 - a few programs a reader already has (``kill``, ``cd``, ``sleep``...) are taken as they are;
   anything else is reported, so that a new tool in the docs is met by a check.
@@ -128,20 +127,6 @@ def pip(args: list[str]) -> list[str]:
     return problems
 
 
-def gunicorn(args: list[str]) -> list[str]:
-    """``gunicorn ARGS``: options gunicorn knows; a configuration file named with ``-c`` exists."""
-    parser = Config().parser()
-    try:
-        with redirect_stderr(io.StringIO()):
-            parsed = parser.parse_args(args)
-    except SystemExit:
-        return [f"gunicorn {' '.join(args)}: gunicorn refuses these options"]
-    config = getattr(parsed, "config", None)
-    if config and not config.startswith("python:") and not (ROOT / config).is_file():
-        return [f"gunicorn -c {config}: no such file in the repository"]
-    return []
-
-
 def tox_environments() -> set[str]:
     tox = configparser.ConfigParser(interpolation=None)
     tox.read(ROOT / "tox.ini")
@@ -155,6 +140,21 @@ def tox(args: list[str]) -> list[str]:
         if flag == "-e":
             problems += [f"tox -e {env}: no such environment in tox.ini" for env in value.split(",") if env not in tox_environments()]
     return problems
+
+
+def gunicorn(args: list[str]) -> list[str]:
+    """Parse ``gunicorn ARGS`` with gunicorn's own parser; a config file named must be in the repository."""
+    parser = Config().parser()
+    err = io.StringIO()
+    try:
+        with redirect_stderr(err):
+            parsed = parser.parse_args(args)
+    except SystemExit:
+        message = err.getvalue().strip().splitlines()
+        return [f"gunicorn {' '.join(args)}: {message[-1] if message else 'rejected'}"]
+    if parsed.config and not (ROOT / parsed.config).is_file():
+        return [f"gunicorn -c {parsed.config}: no such file in the repository"]
+    return []
 
 
 def curl(args: list[str]) -> list[str]:

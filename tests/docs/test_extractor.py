@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .samples import SampleError, commands, samples_of
+from .shell_checks import check
 
 PAGE = '''# A page
 
@@ -71,3 +72,13 @@ manage.py ojs jobs \\
         [".", "venv/bin/activate"],
         ["manage.py", "ojs", "jobs", "--json"],
     ]
+
+
+@pytest.mark.parametrize(("words", "problem"), [
+    (["gunicorn", "mysite.wsgi", "--workers", "4", "--threads", "4"], None),
+    (["gunicorn", "mysite.wsgi", "--wrokers", "4"], "unrecognized arguments: --wrokers"),
+    (["gunicorn", "-c", "no/such.conf.py"], "no such file in the repository"),
+])
+def test_a_gunicorn_command_is_parsed_by_gunicorn(words, problem):
+    found = check(words)
+    assert (found == []) if problem is None else (len(found) == 1 and problem in found[0]), found

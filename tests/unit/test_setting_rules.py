@@ -138,7 +138,7 @@ def _postgres(**options):
 @pytest.mark.parametrize(
     ("ojs", "default", "warned"),
     [
-        ({"LISTEN": "direct"}, _postgres(), True),  # the README's PgBouncer shape, prepared statements on
+        ({"LISTEN": "direct"}, _postgres(), True),  # the PgBouncer shape (docs/how-to/pgbouncer.md), prepared statements on
         ({"LISTEN": "direct"}, _postgres(DISABLE_SERVER_SIDE_CURSORS=True), False),  # Django's pooler flag
         ({"LISTEN": "direct", "PREPARED_STATEMENTS": False}, _postgres(), False),
         ({"LISTEN": "direct", "PREPARED_STATEMENTS": True}, _postgres(), False),  # decided: a direct connection

@@ -122,7 +122,7 @@ def completed(queue: str) -> int:
 
 def test_workers_and_the_http_api_complete_every_job_through_pgbouncer_in_transaction_mode(pgbouncer, worker):
     name = connection.settings_dict["NAME"]
-    # As README "Deployment" says: behind a transaction pooler, Django's
+    # As docs/how-to/pgbouncer.md says: behind a transaction pooler, Django's
     # DISABLE_SERVER_SIDE_CURSORS (which also keeps prepared statements off).
     pooled = pgbouncer.url(name) + "?disable_server_side_cursors=True"
     _, secret = ApiKey.objects.issue("bouncer", ["admin"])

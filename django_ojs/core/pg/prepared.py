@@ -5,7 +5,7 @@ statement as text, so PostgreSQL parses and plans it on every call. The fast
 paths -- a single PUSH, FETCH, ACK, and the statements of the worker's turn
 -- run the same few statements thousands of times a second; prepared once
 per connection, they skip both (a single ``enqueue`` 0.73 → 0.50 ms of
-database time, measured side by side; README "Performance").
+database time, measured side by side; docs/explanation/performance.md).
 
 Only statements whose text is one of a few fixed shapes come here (psycopg
 keeps at most 100 per connection, least recently used first out). Their

@@ -64,7 +64,7 @@ def test_the_key_frees_the_moment_the_job_finishes(push):
 def test_states_decide_what_counts(push):
     unique_push(push, states=["available"])
     Job.objects.fetch(["u"], worker_id="w1")
-    # "available" alone is widened to the live lifecycle: an active job still counts (README).
+    # "available" alone is widened to the live lifecycle: an active job still counts (docs/how-to/unique-jobs.md).
     with pytest.raises(DuplicateJob):
         unique_push(push, states=["available"])
     waiting = push(type="s.job", args=[], options={"queue": "s", "scheduled_at": "+PT1H",

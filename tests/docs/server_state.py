@@ -1,0 +1,54 @@
+"""What the HTTP reference's hidden preludes set up on the server's database before a request.
+
+A response block's prelude (tests/docs/exchanges.py) runs in the test process,
+which shares its database with the server under test:
+
+    <!-- sample: response status=200
+    from tests.docs.server_state import *
+    ID = dead_letter_job()
+    -->
+
+Each helper makes a job or a schedule through the core, as a producer, a
+worker or an operator would, and returns its id or name as a string.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_ojs.models import Job
+from django_ojs.protocol.envelope import parse_job
+from django_ojs.protocol.failure import Failure
+
+__all__ = ["active_job", "complete_next", "dead_letter_job", "push"]
+
+# The worker the reference's FETCH, ACK and heartbeat examples name.
+WORKER = "worker-1"
+
+
+def push(job_type: str = "email.send", args: list[Any] | None = None, **options: Any) -> str:
+    """An available job (or scheduled, pending... by its options); its id."""
+    body = {"type": job_type, "args": args if args is not None else ["ada@example.com", "Welcome"], "options": options}
+    return str(Job.objects.push(parse_job(body)).id)
+
+
+def active_job(job_type: str = "email.send", queue: str = "email", worker_id: str = WORKER, **options: Any) -> str:
+    """A job claimed by ``worker_id`` (attempt 1) from ``queue``, which must hold no other available job; its id."""
+    job_id = push(job_type, queue=queue, **options)
+    claimed = Job.objects.fetch([queue], worker_id=worker_id)
+    assert [str(job.id) for job in claimed] == [job_id], f"queue {queue} held another job: name a queue of its own"
+    return job_id
+
+
+def dead_letter_job(job_type: str = "email.send", queue: str = "email") -> str:
+    """A job whose one attempt failed with ConnectionError: discarded, in the dead letter; its id."""
+    job_id = active_job(job_type, queue, retry={"max_attempts": 1, "on_exhaustion": "dead_letter"})
+    Job.objects.fail(job_id, Failure(type="ConnectionError", message="connection refused to smtp:25", retryable=True))
+    return job_id
+
+
+def complete_next(queue: str = "default", result: Any = None) -> str:
+    """Claim the next job of ``queue`` and complete it with ``result``, as a worker would; its id."""
+    [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
+    Job.objects.ack(claimed.id, result=result)
+    return str(claimed.id)
