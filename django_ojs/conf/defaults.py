@@ -117,6 +117,10 @@ DEFAULTS: dict[str, Any] = {
         "dead_workers": 86400,
         # Workflows that ended, with their steps' results and errors.
         "workflows": 7 * 86400,
+        # The statistics history (ojs-admin-api §10.2 asks for at least 24 h of
+        # minutes and 30 days of hours).
+        "history_minutes": 2 * 86400,
+        "history_hours": 35 * 86400,
     },
     # -- Admin (the operators' console) ------------------------------------
     # meta keys a plain search term is matched against, besides the job id
@@ -128,6 +132,7 @@ DEFAULTS: dict[str, Any] = {
     # Never in production; every start logs a warning while it is on.
     "TEST_HOOKS": False,
     # How long PUSH and FETCH may use a queue's configuration (limits, bound)
-    # read earlier; a change made elsewhere takes effect within this time.
+    # and maintenance mode as read earlier; a change made elsewhere takes
+    # effect within this time.
     "QUEUE_CONFIG_TTL": 1.0,
 }
