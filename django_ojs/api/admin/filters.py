@@ -29,9 +29,7 @@ def filter_from_query(params: Mapping[str, str]) -> JobFilter:
 
 def filter_from_body(body: Mapping[str, Any]) -> JobFilter:
     """A bulk move's ``filter`` object (openapi also puts its fields beside ``confirm``: both are read)."""
-    given = body.get("filter")
-    if given is None:
-        given = {name: body[name] for name in FIELDS if name in body}
+    given = body["filter"] if "filter" in body else {name: body[name] for name in FIELDS if name in body}
     if not isinstance(given, dict):
         raise InvalidRequest("filter must be an object", field="filter")
     unknown = sorted(set(given) - set(FIELDS))

@@ -22,6 +22,7 @@ from ...models import Job, Worker
 from ...protocol.durations import format_timestamp
 from ...protocol.errors import Conflict, NotFound
 from ...protocol.states import JobState, WorkerState
+from ..media import check_string
 from .base import AdminView
 from .jobs import listed, render_listed
 from .paging import page_of
@@ -69,6 +70,7 @@ def held_counts(worker_ids: list[str]) -> dict[str, int]:
 
 
 def worker_named(worker_id: str) -> Worker:
+    check_string(worker_id, "id")  # a NUL in the path would reach the database driver
     worker = Worker.objects.filter(id=worker_id).first()
     if worker is None:
         raise NotFound(f"worker {worker_id} not found", details={"resource_type": "worker", "resource_id": worker_id})
