@@ -57,10 +57,10 @@ class Maintenance:
         left = (self.estimated_end - now).total_seconds()
         return int(min(max(left, 1), RETRY_AFTER_MAX))
 
-    def to_dict(self) -> dict[str, object]:
-        """As the admin API and health render it."""
+    def to_dict(self, *, flag: str = "enabled") -> dict[str, object]:
+        """As health, the configuration and the CLI render it; the admin API names the flag ``maintenance``."""
         return {
-            "maintenance": self.enabled,
+            flag: self.enabled,
             "reason": self.reason,
             "enabled_at": format_timestamp(self.enabled_at),
             "estimated_end": format_timestamp(self.estimated_end),

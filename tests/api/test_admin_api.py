@@ -473,7 +473,7 @@ def test_maintenance_mode_refuses_http_push_empties_fetch_and_every_surface_says
     worker = make_client("worker")
     assert worker.post("/ojs/v1/workers/fetch", {"queues": ["q"]}).json()["jobs"] == []
     health = api.get("/ojs/v1/health")
-    assert health.status_code == 200 and health.json()["maintenance"]["maintenance"] is True
+    assert health.status_code == 200 and health.json()["maintenance"]["enabled"] is True
     assert api.get(f"{ADMIN}/system/maintenance").json()["reason"] == "database migration"
     assert api.get(f"{ADMIN}/stats").json()["maintenance"] is True
 

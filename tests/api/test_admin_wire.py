@@ -177,7 +177,7 @@ def test_maintenance_mode_on_the_wire_seen_by_every_process(wire, spec):
     health = call(wire, "GET", "/ojs/v1/health")
     assert health[0] == 200 and health[2]["maintenance"]["reason"] == "migration"
     config = call(wire, "GET", f"{ADMIN}/system/config")[2]
-    assert config["maintenance"]["maintenance"] is True and "HEARTBEAT_TIMEOUT" in config["settings"]
+    assert config["maintenance"]["enabled"] is True and "HEARTBEAT_TIMEOUT" in config["settings"]
 
     # Left in another process (here): the server resumes within its cache's time.
     maintenance_mode.leave()

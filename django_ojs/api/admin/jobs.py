@@ -33,9 +33,8 @@ EVENTS_SHOWN = 50
 
 def render_listed(row: dict[str, Any]) -> dict[str, Any]:
     """A list entry: the job's identity, state and times, and its last error's type and message."""
-    out: dict[str, Any] = {name: row[name] for name in ("type", "queue", "state", "priority", "attempt",
-                                                          "max_attempts")}
-    out["id"] = str(row["id"])
+    out: dict[str, Any] = {"id": str(row["id"])}
+    out.update((name, row[name]) for name in ("type", "queue", "state", "priority", "attempt", "max_attempts"))
     for name in ("created_at", "enqueued_at", "scheduled_at", "started_at", "completed_at"):
         if row[name] is not None:
             out[name] = format_timestamp(row[name])

@@ -32,7 +32,7 @@ class MaintenanceView(AdminView):
     """§12.1: ``GET`` the state; ``POST {"enabled": true, "reason": "...", "estimated_duration": "PT30M"}``."""
 
     def get(self, request: Any) -> Response:
-        return Response(maintenance_mode.current(fresh=True).to_dict())
+        return Response(maintenance_mode.current(fresh=True).to_dict(flag="maintenance"))
 
     def post(self, request: Any) -> Response:
         body = self.body()
@@ -56,7 +56,7 @@ class MaintenanceView(AdminView):
             except ValueError as exc:
                 raise InvalidRequest(f"estimated_duration {exc}", field="estimated_duration") from None
         state = maintenance_mode.enter(reason, duration) if enabled else maintenance_mode.leave()
-        return Response(state.to_dict())
+        return Response(state.to_dict(flag="maintenance"))
 
 
 class ConfigView(AdminView):

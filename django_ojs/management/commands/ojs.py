@@ -137,8 +137,7 @@ class Command(BaseCommand):
         else:
             state = maintenance_mode.current(fresh=True)
         shown = state.to_dict()
-        self.emit(options, shown, lambda: output.table([shown], ("maintenance", "reason", "enabled_at",
-                                                                 "estimated_end")))
+        self.emit(options, shown, lambda: output.table([shown], ("enabled", "reason", "enabled_at", "estimated_end")))
 
     def bulk_move(self, name: str, options: dict[str, Any]) -> None:
         job_filter = _job_filter(options)
