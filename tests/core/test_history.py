@@ -232,3 +232,46 @@ def test_one_reaper_counts_at_a_time_the_other_skips(transactional_db):
         release.set()
         holder.join(PATIENCE)
     assert maintenance.record_history(500) > 0
+
+
+@pytest.mark.postgres
+def test_each_figure_is_what_the_prometheus_metric_of_its_name_counts(transactional_db, spec):
+    pytest.importorskip("prometheus_client")
+    from prometheus_client import REGISTRY
+
+    from django_ojs.observe import metrics
+
+    names = {"enqueued": "ojs_job_enqueued_total", "completed": "ojs_job_completed_total",
+             "discarded": "ojs_job_failed_total", "retried": "ojs_job_retried_total",
+             "cancelled": "ojs_job_cancelled_total"}
+
+    def counted() -> dict[str, float]:
+        return {transition: REGISTRY.get_sample_value(name, {"queue": "agree", "type": "agree.job"}) or 0.0
+                for transition, name in names.items()}
+
+    metrics.enable()
+    try:
+        before = counted()
+        now = db_now()
+        minute = minute_floor(now) - 3 * MIN
+        history_running_since(minute - 10 * MIN, counted_through=minute)
+        job = {"type": "agree.job", "args": [], "options": {"queue": "agree", "retry": {"max_attempts": 2}}}
+        jobs = Job.objects.push_many([spec(**job) for _ in range(5)])
+        claimed = Job.objects.fetch(["agree"], count=4, worker_id="w1")
+        Job.objects.ack(claimed[0].id)
+        Job.objects.fail(claimed[1].id, Failure(type="Flaky", message="again"))  # retried
+        Job.objects.fail(claimed[2].id, Failure(type="Fatal", message="no", retryable=False))  # discarded
+        Job.objects.cancel(claimed[3].id)
+        at_time(jobs, minute + dt.timedelta(seconds=30))
+        Job.objects.filter(pk__in=[j.pk for j in jobs], finished_at__isnull=False).update(
+            finished_at=minute + dt.timedelta(seconds=40))
+        after = counted()
+    finally:
+        metrics.disable()
+
+    maintenance.record_history(500)
+
+    stored = {transition: n for (start, queue, transition), n in buckets().items() if queue == "agree"}
+    assert stored == {transition: int(after[transition] - before[transition]) for transition in names
+                      if after[transition] > before[transition]}
+    assert stored == {"enqueued": 5, "completed": 1, "retried": 1, "discarded": 1, "cancelled": 1}
