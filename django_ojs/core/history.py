@@ -32,8 +32,9 @@ import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Max, Q, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BigIntegerField, Count, Max, Q, Sum
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncHour, TruncMinute
 
 from ..conf import ojs_settings
@@ -239,29 +240,23 @@ def series(period: str, since: dt.datetime, until: dt.datetime, now: dt.datetime
     length, span = PERIODS[period]
     start, end = slots[0], slots[-1] + length
     cursor = HistoryCursor.objects.filter(id=CURSOR_ROW).first()
-    totals: Counter[tuple[dt.datetime, str]] = Counter()
+    # Jobs per (slot index, transition).
+    sums: Counter[tuple[int, str]] = Counter()
     live = False
     known_from = known_until = start
     if cursor is not None:
         rolled = cursor.rolled_through if span == HOUR else start
-        totals.update(_summed(HOUR, start, min(rolled, end), queue))
-        totals.update(_summed(MINUTE, max(rolled, start), min(cursor.counted_through, end), queue))
+        sums.update(_summed(HOUR, start, start, length, queue, until=min(rolled, end)))
+        sums.update(_summed(MINUTE, max(rolled, start), start, length, queue, until=min(cursor.counted_through, end)))
         known_from = max(cursor.began_at, minute_floor(now - _retention(span)))
         known_until = cursor.counted_through
         if cursor.counted_through >= now - LIVE_TAIL and end > cursor.counted_through:
             # Not counted by the reaper yet: counted here, without writing.
             tail = count_window(cursor.counted_through, end, event_floor(cursor, cursor.counted_through))
-            totals.update(
-                Counter({(minute, transition): n for (minute, name, transition), n in tail.items()
-                         if queue is None or name == queue})
-            )
+            for (minute, name, transition), n in tail.items():
+                if queue is None or name == queue:
+                    sums[((minute - start) // length, transition)] += n
             known_until, live = max(now, cursor.counted_through), True
-    # Rows come per bucket start (minutes, hours): each is added to the slot that holds it.
-    sums: Counter[tuple[int, str]] = Counter()
-    for (at, transition), n in totals.items():
-        index = (at - start) // length
-        if 0 <= index < len(slots):
-            sums[(index, transition)] += n
     values = {
         transition: [
             sums.get((index, transition), 0)
@@ -282,15 +277,37 @@ def latest(period: str, count: int, now: dt.datetime, queue: str | None = None) 
     return series(period, until - count * length, until, now, queue)
 
 
-def _summed(span: str, start: dt.datetime, end: dt.datetime, queue: str | None) -> Counter[tuple[dt.datetime, str]]:
-    """(bucket start, transition) -> jobs, over every queue or one, for ``span`` buckets in ``[start, end)``."""
-    if end <= start:
+def _summed(
+    span: str, begin: dt.datetime, first: dt.datetime, length: dt.timedelta, queue: str | None, *, until: dt.datetime
+) -> Counter[tuple[int, str]]:
+    """(slot index, transition) -> jobs, over every queue or one, from ``span`` buckets in ``[begin, until)``.
+
+    Summed per slot by the database: a month of hours is 720 rows per queue and
+    transition, and the timestamps are not what the reader needs.
+    """
+    if until <= begin:
         return Counter()
-    rows = StatsBucket.objects.filter(span=span, start__gte=start, start__lt=end)
+    rows = StatsBucket.objects.filter(span=span, start__gte=begin, start__lt=until)
     if queue is not None:
         rows = rows.filter(queue=queue)
-    summed = rows.values_list("start", "transition").annotate(n=Sum("count")).order_by()
-    return Counter({(at, transition): n for at, transition, n in summed})
+    summed = (
+        rows.annotate(slot=_slot_index(first, length)).values_list("slot", "transition")
+        .annotate(n=Sum("count")).order_by()
+    )
+    return Counter({(int(slot), transition): n for slot, transition, n in summed})
+
+
+def _slot_index(first: dt.datetime, length: dt.timedelta) -> RawSQL:
+    """Which slot of ``length`` seconds from ``first`` a bucket falls in, as the database computes it."""
+    column = f'"{StatsBucket._meta.db_table}"."start"'
+    seconds = int(length.total_seconds())
+    if connection.vendor == "postgresql":
+        # date_part is double precision, exact for whole seconds; EXTRACT would compute in numeric.
+        return RawSQL(f"FLOOR(date_part('epoch', {column} - %s) / %s)", [first, seconds],
+                      output_field=BigIntegerField())
+    # SQLite keeps the time as text: whole seconds since the epoch, then an integer division.
+    return RawSQL(f"(CAST(strftime('%%s', {column}) AS INTEGER) - %s) / %s",
+                  [int(first.timestamp()), seconds], output_field=BigIntegerField())
 
 
 def minute_floor(at: dt.datetime) -> dt.datetime:
