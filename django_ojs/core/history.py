@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BigIntegerField, Count, Max, Q, Sum
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import TruncHour, TruncMinute
+from django.db.models.functions import Cast, TruncHour, TruncMinute
 
 from ..conf import ojs_settings
 from ..models import Event, HistoryCursor, Job, StatsBucket
@@ -292,7 +292,8 @@ def _summed(
         rows = rows.filter(queue=queue)
     summed = (
         rows.annotate(slot=_slot_index(first, length)).values_list("slot", "transition")
-        .annotate(n=Sum("count")).order_by()
+        # A bigint, not PostgreSQL's numeric sum: an int, not a Decimal, per row read.
+        .annotate(n=Cast(Sum("count"), BigIntegerField())).order_by()
     )
     return Counter({(int(slot), transition): n for slot, transition, n in summed})
 
