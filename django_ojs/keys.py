@@ -27,6 +27,12 @@ KEY_PREFIX = "ojs_"
 # worker: FETCH, ACK, FAIL, BEAT. admin: everything, including the dead
 # letter's retry and purge, queue pause/resume and cron changes.
 SCOPES = ("read", "enqueue", "worker", "admin")
+# What the admin API's reads need (GET /ojs/v1/admin/...): not a scope a key
+# holds but a requirement, met by ``read`` or ``admin`` only. ojs-security §7.5
+# lets neither producers nor workers inspect jobs or list queues, and
+# ojs-admin-api §13.1 separates these reads (ojs:admin:read) from the writes,
+# which need ``admin``.
+ADMIN_READ = "read or admin"
 
 
 def generate_key() -> str:
@@ -40,9 +46,12 @@ def hash_key(key: str) -> str:
 def grants(scopes: Iterable[str], required: str) -> bool:
     """Does a key with ``scopes`` allow an operation that needs ``required``?
 
-    ``admin`` allows everything, and any scope allows reading.
+    ``admin`` allows everything, and any scope allows reading, except the
+    admin API's reads (``ADMIN_READ``): ``read`` or ``admin``.
     """
     held = set(scopes)
+    if required == ADMIN_READ:
+        return bool(held & {"read", "admin"})
     return "admin" in held or required in held or (required == "read" and bool(held))
 
 

@@ -640,3 +640,66 @@ class WorkflowNode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path or 'root'} {self.type} ({self.state})"
+
+
+class StatsBucket(models.Model):
+    """How many jobs of one queue made one transition in one minute or one hour: the statistics history.
+
+    Written by the reaper for minutes that have closed (``core/history.py``), never
+    by the moves themselves: no counter row that every ACK would update (DESIGN
+    invariant 7). Hours are summed from their minutes. A transition with no job in
+    a minute has no row (zero). Pruned after ``RETENTION["history_minutes"]`` and
+    ``RETENTION["history_hours"]``.
+    """
+
+    seq = models.BigAutoField(primary_key=True)
+    span = models.CharField(max_length=8, help_text='"minute" or "hour"')
+    start = models.DateTimeField()
+    queue = models.CharField(max_length=128)
+    transition = models.CharField(max_length=16)
+    count = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            # Also the index of every read: a span's buckets over a time range.
+            models.UniqueConstraint(fields=["span", "start", "queue", "transition"], name="ojs_stats_bucket"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.span} {self.start} {self.queue} {self.transition}: {self.count}"
+
+
+class HistoryCursor(models.Model):
+    """How far the statistics history is counted: one row (``id`` 1), locked by the reaper that counts."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    # The first minute counted: the history knows nothing before it.
+    began_at = models.DateTimeField()
+    # Every minute before this instant is counted; every hour before ``rolled_through`` summed.
+    counted_through = models.DateTimeField()
+    rolled_through = models.DateTimeField()
+    # [[time, event seq], ...]: the newest event's seq read at that time. Every event
+    # written later has a higher seq, so counting the events of a minute starts after
+    # the mark read before the minute began, not at the start of the table.
+    marks = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"history counted through {self.counted_through}"
+
+
+class MaintenanceMode(models.Model):
+    """Maintenance mode (ojs-admin-api §12.1): one row (``id`` 1), read by every process
+    through a short cache (``core/maintenance_mode.py``)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    enabled = models.BooleanField(default=False)
+    reason = models.TextField(blank=True, default="")
+    enabled_at = models.DateTimeField(null=True, blank=True)
+    estimated_end = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "maintenance mode"
+
+    def __str__(self) -> str:
+        return "maintenance mode on" if self.enabled else "maintenance mode off"

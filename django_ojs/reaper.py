@@ -32,6 +32,8 @@ from .observe.outage import OutageWatch
 logger = logging.getLogger("django_ojs.reaper")
 
 MAX_ROUNDS = 20
+# How often the statistics history looks for a minute that closed (each is counted once).
+HISTORY_INTERVAL = 15.0
 
 # What a loop's count means, for the log: every move is said, at INFO.
 MOVES = {
@@ -41,6 +43,7 @@ MOVES = {
     "timeouts": "failed %d job(s) past their execution timeout",
     "workers": "recovered %d job(s) of workers declared dead (no heartbeat within HEARTBEAT_TIMEOUT)",
     "cron": "fired %d cron schedule(s)",
+    "history": "counted %d minute(s) into the statistics history",
 }
 
 
@@ -87,6 +90,7 @@ def default_loops(interval: float, cron_interval: float, prune_interval: float) 
         Loop("workers", maintenance.reap_dead_workers, interval, judges_silence=True),
         Loop("cron", schedules.fire_due, cron_interval),
         Loop("prune", maintenance.prune, prune_interval),
+        Loop("history", maintenance.record_history, HISTORY_INTERVAL),
     ]
 
 
@@ -128,7 +132,9 @@ class Reaper:
             count = sum(result.values()) if isinstance(result, dict) else int(result)
             total += count
             if count and loop.name != "prune":
-                logger.info(MOVES.get(loop.name, loop.name + ": %d"), count)
+                # Counting the minute that closed is routine, not a move of jobs: said at DEBUG.
+                level = logging.DEBUG if loop.name == "history" else logging.INFO
+                logger.log(level, MOVES.get(loop.name, loop.name + ": %d"), count)
             elif isinstance(result, dict) and count:
                 logger.info("prune: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
             full = max(result.values()) >= self.batch_size if isinstance(result, dict) else count >= self.batch_size

@@ -66,8 +66,12 @@ def ojs(settings):
 def queue_settings_cached(ojs):
     """For tests that count statements after a first push has cached the queue's settings:
     with the default one-second cache (QUEUE_CONFIG_TTL) a slow machine may read them again
-    in between, and the count is off by one."""
+    in between, and the count is off by one. Maintenance mode, read through the same cache
+    by FETCH, is read once here."""
+    from django_ojs.core import maintenance_mode
+
     ojs(QUEUE_CONFIG_TTL=3600)
+    maintenance_mode.current()
 
 
 ERROR_KEYS = {"code", "message", "retryable", "details", "request_id", "hint", "docs_url"}
@@ -186,6 +190,16 @@ def _forget_known_queues():
     queue_settings.known_queues.clear()
     yield
     queue_settings.known_queues.clear()
+
+
+@pytest.fixture(autouse=True)
+def _forget_maintenance_mode():
+    """Maintenance mode is cached per process; each test's database starts without it."""
+    from django_ojs.core import maintenance_mode
+
+    maintenance_mode.forget()
+    yield
+    maintenance_mode.forget()
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,9 @@ from django.db import connection
 from django.forms.models import model_to_dict
 
 from django_ojs.core.clock import db_now
+from django_ojs.core.history import hour_floor, minute_floor
 from django_ojs.core.types import HeldJob
-from django_ojs.models import Event, Job, JobError
+from django_ojs.models import Event, HistoryCursor, Job, JobError
 
 
 def reload(job: Job) -> Job:
@@ -92,3 +93,18 @@ def race(targets: list[Callable[[], None]], timeout: float = 300) -> None:
     assert not any(thread.is_alive() for thread in threads), "a thread did not finish in time"
     if errors:
         raise errors[0]
+
+
+def history_running_since(began_at: dt.datetime, *, counted_through: dt.datetime | None = None) -> HistoryCursor:
+    """The statistics history's cursor as a reaper running since ``began_at`` leaves it.
+
+    Counted through ``counted_through`` (the current minute by default), hours
+    summed through the hour before it, with a mark read before ``began_at``
+    (seq 0: every event is above it).
+    """
+    through = counted_through or minute_floor(db_now())
+    return HistoryCursor.objects.update_or_create(
+        id=1,
+        defaults={"began_at": began_at, "counted_through": through, "rolled_through": hour_floor(through),
+                  "marks": [[(began_at - dt.timedelta(minutes=1)).isoformat(), 0]]},
+    )[0]

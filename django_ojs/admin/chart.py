@@ -1,14 +1,15 @@
-"""A bar chart of per-minute figures, drawn on the server as inline SVG (pure).
+"""A bar chart of figures per minute, hour or day, drawn on the server as inline SVG (pure).
 
-No JavaScript and no build step: the overview embeds the markup. Each minute
+No JavaScript and no build step: the overview embeds the markup. Each slot
 has one bar per series side by side and a hover title with the exact
-figures; a minute the data did not reach (None) is drawn as a hatched gap,
+figures; a slot the data did not reach (None) is drawn as a hatched gap,
 never as a zero.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.utils.html import format_html, format_html_join
@@ -27,9 +28,24 @@ class Series:
     values: list[int | None]
 
 
-def per_minute_bars(minutes: list[dt.datetime], series: list[Series]) -> SafeString:
-    """The SVG markup of ``series`` over ``minutes`` (all lists the same length)."""
-    count = len(minutes)
+@dataclass(frozen=True)
+class Slots:
+    """How a chart of one slot length speaks: its summary, which slots get an axis label, its time formats."""
+
+    summary: str
+    labelled: Callable[[dt.datetime], bool]
+    axis: str
+    hover: str
+
+
+MINUTES = Slots("Per minute over the last hour", lambda at: at.minute % 10 == 0, "%H:%M", "%H:%M UTC")
+HOURS = Slots("Per hour over the last day", lambda at: at.hour % 6 == 0, "%H:00", "%Y-%m-%d %H:00 UTC")
+DAYS = Slots("Per day over the last 30 days", lambda at: at.toordinal() % 5 == 0, "%m-%d", "%Y-%m-%d")
+
+
+def bars(starts: list[dt.datetime], series: list[Series], slots: Slots = MINUTES) -> SafeString:
+    """The SVG markup of ``series`` over the slots beginning at ``starts`` (all lists the same length)."""
+    count = len(starts)
     peak = max((value for line in series for value in line.values if value), default=0)
     top = _nice_ceiling(peak)
     plot_width = WIDTH - LEFT - RIGHT
@@ -49,7 +65,7 @@ def per_minute_bars(minutes: list[dt.datetime], series: list[Series]) -> SafeStr
                 LEFT, WIDTH - RIGHT, _n(y(level)), _n(y(level)), LEFT - 6, _n(y(level) + 4), f"{level:,}",
             )
         )
-    for index, minute in enumerate(minutes):
+    for index, start in enumerate(starts):
         x0 = LEFT + index * slot
         figures = [line.values[index] for line in series]
         if all(value is None for value in figures):
@@ -72,14 +88,14 @@ def per_minute_bars(minutes: list[dt.datetime], series: list[Series]) -> SafeStr
         parts.append(
             format_html(
                 '<rect class="ojs-hover" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>',
-                _n(x0), TOP, _n(slot), plot_height, _hover_text(minute, series, figures),
+                _n(x0), TOP, _n(slot), plot_height, _hover_text(start, series, figures, slots),
             )
         )
-        if minute.minute % 10 == 0:
+        if slots.labelled(start):
             parts.append(
                 format_html(
                     '<text class="ojs-axis" x="{}" y="{}" text-anchor="middle">{}</text>',
-                    _n(x0 + slot / 2), HEIGHT - 8, minute.strftime("%H:%M"),
+                    _n(x0 + slot / 2), HEIGHT - 8, start.strftime(slots.axis),
                 )
             )
     legend = format_html_join(
@@ -88,7 +104,7 @@ def per_minute_bars(minutes: list[dt.datetime], series: list[Series]) -> SafeStr
     return format_html(
         '<svg class="ojs-chart" viewBox="0 0 {} {}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">'
         '<text class="ojs-axis" x="{}" y="{}">{}</text>{}</svg>',
-        WIDTH, HEIGHT, _summary(series), LEFT, 14, legend, format_html_join("", "{}", ((part,) for part in parts)),
+        WIDTH, HEIGHT, _summary(series, slots), LEFT, 14, legend, format_html_join("", "{}", ((part,) for part in parts)),
     )
 
 
@@ -97,16 +113,16 @@ def _n(number: float) -> str:
     return f"{number:.1f}"
 
 
-def _hover_text(minute: dt.datetime, series: list[Series], figures: list[int | None]) -> str:
+def _hover_text(start: dt.datetime, series: list[Series], figures: list[int | None], slots: Slots) -> str:
     said = ", ".join(
         f"{'not counted' if value is None else f'{value:,}'} {line.label}" for line, value in zip(series, figures)
     )
-    return f"{minute.strftime('%H:%M')} UTC: {said}"
+    return f"{start.strftime(slots.hover)}: {said}"
 
 
-def _summary(series: list[Series]) -> str:
+def _summary(series: list[Series], slots: Slots) -> str:
     totals = ", ".join(f"{sum(v for v in line.values if v):,} {line.label}" for line in series)
-    return f"Per minute over the last hour: {totals}"
+    return f"{slots.summary}: {totals}"
 
 
 def _nice_ceiling(value: int) -> int:

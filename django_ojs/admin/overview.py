@@ -1,5 +1,5 @@
 """The overview: the first screen at 3 a.m. What needs attention, jobs per state,
-completed and failed per minute over the last hour, and the live workers.
+completed and failed over the last hour, day or month, and the live workers.
 
 Registered on the ``Overview`` proxy model only so that the admin index links
 to it; it lists no rows. Anyone who may view jobs may view it.
@@ -8,6 +8,7 @@ to it; it lists no rows. Anyone who may view jobs may view it.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin
@@ -20,14 +21,31 @@ from django.urls import path, reverse
 from django.views.decorators.cache import never_cache
 
 from ..conf import ojs_settings
+from ..core import history, maintenance_mode
 from ..core.clock import TxNow, db_now
 from ..core.counting import count_rows
-from ..core.stats import finished_per_minute, state_counts
+from ..core.stats import state_counts
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
-from .chart import Series, per_minute_bars
+from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
 from .display import admin_changelist_url, human_duration, moment
 from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead
+
+
+@dataclass(frozen=True)
+class ChartWindow:
+    label: str
+    title: str
+    period: str  # of the statistics history (core/history.PERIODS)
+    slots: int
+    scale: Slots
+
+
+CHARTS = {
+    "hour": ChartWindow("last hour", "Completed and failed per minute, last hour", "1m", 60, MINUTES),
+    "day": ChartWindow("last day", "Completed and failed per hour, last day", "1h", 24, HOURS),
+    "month": ChartWindow("last 30 days", "Completed and failed per day, last 30 days", "1d", 30, DAYS),
+}
 
 # A scheduled or retryable job this late means no reaper is promoting jobs.
 OVERDUE_AFTER = dt.timedelta(minutes=1)
@@ -56,15 +74,8 @@ class OverviewAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         now = db_now()
-        series = finished_per_minute(now)
-        chart = per_minute_bars(
-            series.minutes,
-            [
-                Series("completed", "ojs-bar-completed", series.values[JobState.COMPLETED.value]),
-                Series("failed (discarded)", "ojs-bar-failed", series.values[JobState.DISCARDED.value]),
-            ],
-        )
         counts = state_counts()
+        maintenance = maintenance_mode.current(fresh=True)
         context = {
             **self.admin_site.each_context(request),
             "title": "Overview",
@@ -75,14 +86,48 @@ class OverviewAdmin(admin.ModelAdmin):
                 {"state": state, "tally": tally, "url": admin_changelist_url("job", state=state)}
                 for state, tally in counts.items()
             ],
-            "chart": chart,
-            "chart_partial": any(None in values for values in series.values.values()),
+            **self._chart(request, now),
+            "maintenance": maintenance,
+            "maintenance_since": moment(maintenance.enabled_at, now),
+            "maintenance_end": moment(maintenance.estimated_end, now),
             "attention": self._attention(request, now),
             "workers": self._workers(request, now),
             "live_url": reverse("admin:django_ojs_worker_live"),
             "live_seconds": LIVE_REFRESH_SECONDS,
         }
         return TemplateResponse(request, "admin/django_ojs/overview.html", context)
+
+    def _chart(self, request: HttpRequest, now: dt.datetime) -> dict[str, Any]:
+        """Completed and failed jobs over the last hour, day or month (``?chart=``), from the statistics
+        history: what GET /ojs/v1/admin/stats/history answers."""
+        name = request.GET.get("chart", "")
+        if name not in CHARTS:
+            name = "hour"
+        window = CHARTS[name]
+        found = history.latest(window.period, window.slots, now)
+        chart = bars(
+            found.slots,
+            [
+                Series("completed", "ojs-bar-completed", found.values["completed"]),
+                Series("failed (discarded)", "ojs-bar-failed", found.values["discarded"]),
+            ],
+            window.scale,
+        )
+        if found.counted_through is None:
+            note = "The statistics history begins when ojs_reaper first runs; no reaper has run yet."
+        elif not found.live:
+            note = (f"The statistics history is counted up to {found.counted_through:%Y-%m-%d %H:%M} UTC only: "
+                    "is ojs_reaper running?")
+        elif any(None in values for values in found.values.values()):
+            note = "Hatched slots are before the history began or past its retention (OJS['RETENTION'])."
+        else:
+            note = ""
+        return {
+            "chart": chart,
+            "chart_title": window.title,
+            "chart_note": note,
+            "chart_choices": [(key, choice.label, f"?chart={key}", key == name) for key, choice in CHARTS.items()],
+        }
 
     def _workers(self, request: HttpRequest, now: dt.datetime) -> dict[str, Any] | None:
         """The workers table, its cells rendered by the Workers page's own methods."""

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
-from ..core import control
+from ..core import control, maintenance_mode
 from ..core.progress import report_progress
 from ..core.push import push, push_many
 from ..models import Job
@@ -49,6 +49,7 @@ class PushView(AnsweringView):
     required_scope = "enqueue"
 
     def answer(self, body: dict[str, Any]) -> Reply:
+        maintenance_mode.refuse_pushes()
         spec = parse_job(
             body,
             default_queue=ojs_settings.DEFAULT_QUEUE,
@@ -91,6 +92,7 @@ class BatchView(OJSView):
         super().admit_body({key: value for key, value in data.items() if key != "jobs"})
 
     def post(self, request: Any) -> Response:
+        maintenance_mode.refuse_pushes()
         specs = parse_batch(
             self.body(),
             max_jobs=ojs_settings.MAX_BATCH_SIZE,

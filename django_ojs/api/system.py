@@ -10,6 +10,7 @@ from django.http import HttpResponse
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
+from ..core import maintenance_mode
 from ..core.testing import reset_store
 from ..models import Event
 from ..protocol.durations import format_timestamp
@@ -24,6 +25,11 @@ STARTED = time.monotonic()
 BACKENDS = {"postgresql": "postgres", "sqlite": "sqlite"}
 MAX_EVENTS = 1000
 MAX_CURSOR = 2**63 - 1  # the event sequence is a bigint
+
+
+def uptime_seconds() -> int:
+    """How long this process has served: health and the admin API's statistics say the same."""
+    return int(time.monotonic() - STARTED)
 
 
 class HealthView(OJSView):
@@ -47,9 +53,13 @@ class HealthView(OJSView):
         body = {
             "status": status,
             "version": OJS_VERSION,
-            "uptime_seconds": int(time.monotonic() - STARTED),
+            "uptime_seconds": uptime_seconds(),
             "backend": backend,
         }
+        if code == 200:
+            # Healthy and in maintenance: still 200, so that load balancers keep
+            # sending the admin API the request that ends it (README, "Decisions").
+            body["maintenance"] = maintenance_mode.current().to_dict()
         headers = {"Retry-After": str(RETRY_AFTER)} if code == 503 else None
         return Response(body, status=code, headers=headers)
 
@@ -71,6 +81,21 @@ def conformance_level() -> int:
     while LEVELS_IMPLEMENTED.get(level + 1):
         level += 1
     return level
+
+
+# The official extensions served (each ojs-<name>.md, urn:ojs:ext:<name>), and our own
+# worker registration. Named as the binding's manifest names them (§21.2: a list of names).
+EXTENSIONS = ("admin-api", "dead-letter", "graceful-shutdown", "progress", "queue-config", "rate-limiting",
+              "timeouts")
+ADMIN_BASE = "/ojs/v1/admin"
+ADMIN_API_VERSION = "1.0.0-rc.1"
+# The sections of ojs-admin-api served under ADMIN_BASE (§11, the dead letter, is not yet).
+ADMIN_SECTIONS = ["queues", "jobs", "bulk", "workers", "stats", "stats_history", "maintenance", "config"]
+
+
+def extensions_served() -> list[str]:
+    observability = ["observability"] if ojs_settings.METRICS or ojs_settings.TRACING else []
+    return sorted([*EXTENSIONS, *observability, "worker-registration"])
 
 
 class ManifestView(OJSView):
@@ -121,10 +146,12 @@ class ManifestView(OJSView):
                     "workflows": True,
                     "workflow_primitives": ["chain", "group", "batch", "dag"],
                     "workflow_max_nesting_depth": MAX_DEPTH,
+                    "admin_api": {"base_url": ADMIN_BASE, "version": ADMIN_API_VERSION, "sections": ADMIN_SECTIONS},
                 },
-                "extensions": ["dead-letter", "graceful-shutdown", "worker-registration"],
+                "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},
-                "endpoints": {"base_url": "/ojs/v1", "manifest": "/ojs/manifest", "health": "/ojs/v1/health"},
+                "endpoints": {"base_url": "/ojs/v1", "manifest": "/ojs/manifest", "health": "/ojs/v1/health",
+                              "admin": ADMIN_BASE},
             }
         )
 

@@ -1,9 +1,10 @@
 """The OJS HTTP binding's routes: ``/ojs/manifest`` and ``/ojs/v1/...`` (no trailing slashes)."""
 
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from . import cron, dead_letter, jobs, queues, rate_limits, system, workers, workflows
+from .admin import urls as admin_urls
 from .errors import json_error
 from .plain_views import LeanPost
 
@@ -47,6 +48,8 @@ urlpatterns = [
     path("v1/events", system.EventListView.as_view()),
     path("v1/metrics", system.MetricsView.as_view()),
     path("v1/_test/reset", system.ResetView.as_view()),
+    # The admin API (ojs-admin-api): api/admin/urls.py.
+    path("v1/admin/", include(admin_urls)),
     # Every other path, newlines and odd bytes included ("^.*$" misses "\n").
     re_path(r"", unknown_endpoint),
 ]

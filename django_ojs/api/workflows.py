@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..conf import ojs_settings
+from ..core import maintenance_mode
 from ..core import workflows as store
 from ..models import Job, Workflow
 from ..protocol.durations import format_timestamp
@@ -25,6 +26,7 @@ class WorkflowCreateView(OJSView):
         return ojs_settings.MAX_BATCH_BYTES
 
     def post(self, request: Any) -> Response:
+        maintenance_mode.refuse_pushes()
         root = parse(self.body(), max_jobs=ojs_settings.MAX_BATCH_SIZE, job_options=store.job_options())
         workflow = store.create(root)
         return Response(

@@ -1,61 +1,23 @@
 """What ``manage.py ojs`` shows: jobs by filter, one job, queues, workers, as plain dicts.
 
-Read-only; every change goes through the core (``core.bulk``, ``Queue.objects``).
+Read-only; every change goes through the core (``core.bulk``, ``Queue.objects``). The
+filter (``JobFilter``) is the core's, shared with the admin API.
 Listings are bounded (``--limit``) and newest first, straight from the primary key.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count
 from django.db.models.fields.json import KT
 
-from ..core.search import job_search
+from ..core.selection import JobFilter, job_uuid
 from ..models import Job, Queue, Worker
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
-from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.errors import NotFound
 from ..protocol.states import TERMINAL, JobState
-
-
-@dataclass(frozen=True)
-class JobFilter:
-    """The filters the CLI takes; each list is OR within, AND across."""
-
-    states: Sequence[str] = ()
-    queues: Sequence[str] = ()
-    types: Sequence[str] = ()
-    ids: Sequence[str] = ()
-    # The type of the job's last error (ojs-dead-letter §6.2 ``error_type``).
-    error_types: Sequence[str] = ()
-    search: str = ""
-
-    @property
-    def empty(self) -> bool:
-        return not (self.states or self.queues or self.types or self.ids or self.error_types or self.search)
-
-    def selection(self) -> QuerySet:
-        """The jobs this filter matches; bad values raise ``InvalidRequest``."""
-        rows = Job.objects.all()
-        if self.states:
-            unknown = sorted(set(self.states) - {state.value for state in JobState})
-            if unknown:
-                raise InvalidRequest(f"unknown state {', '.join(unknown)}", field="state")
-            rows = rows.filter(state__in=sorted(set(self.states)))
-        if self.queues:
-            rows = rows.filter(queue__in=list(self.queues))
-        if self.types:
-            rows = rows.filter(type__in=list(self.types))
-        if self.ids:
-            rows = rows.filter(id__in=[_uuid(value) for value in self.ids])
-        if self.error_types:
-            rows = rows.filter(error__type__in=list(self.error_types))
-        condition = job_search(self.search) if self.search else None
-        return rows.filter(condition) if condition is not None else rows
 
 
 def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
@@ -74,7 +36,7 @@ def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
 
 
 def show_job(job_id: str) -> dict[str, Any]:
-    job = Job.objects.filter(id=_uuid(job_id)).first()
+    job = Job.objects.filter(id=job_uuid(job_id)).first()
     if job is None:
         raise NotFound(f"job {job_id} not found")
     body = render_job(job, errors=job.errors.all())
@@ -129,10 +91,3 @@ def list_workers(include_dead: bool = False) -> list[dict[str, Any]]:
         }
         for worker in rows
     ]
-
-
-def _uuid(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise InvalidRequest(f"{value!r} is not a job id (a UUID)", field="id") from None

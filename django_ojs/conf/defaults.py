@@ -66,7 +66,8 @@ DEFAULTS: dict[str, Any] = {
     # operator may turn the engine off to rule it out.
     "ONE_STATEMENT_PATHS": True,
     # How long PUSH and FETCH may use a queue's configuration (limits, bound)
-    # read earlier; a change made in another process takes effect within it.
+    # and maintenance mode as read earlier; a change made in another process
+    # takes effect within it.
     "QUEUE_CONFIG_TTL": 1.0,
     # -- Workers (the protocol) ---------------------------------------------
     # Seconds between a worker's heartbeats (ojs-worker-protocol §4.2).
@@ -140,6 +141,11 @@ DEFAULTS: dict[str, Any] = {
         "dead_workers": 86400,
         # Workflows that ended, with their steps' results and errors.
         "workflows": 7 * 86400,
+        # The statistics history's one-minute buckets (ojs-admin-api §10.2 asks
+        # for at least 24 hours of them).
+        "history_minutes": 2 * 86400,
+        # The statistics history's one-hour buckets (at least 30 days, §10.2).
+        "history_hours": 35 * 86400,
     },
     # -- Observability --------------------------------------------------------
     # Prometheus metrics (needs the `prometheus` extra): counters and histograms

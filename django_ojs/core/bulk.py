@@ -17,7 +17,8 @@ batch its own short transaction:
 
 Rows counted as skipped are reported by reason: the state they moved to
 meanwhile, "busy" (locked by someone else), "gone", or a unique key held
-by a live job (a dead letter retry). Running the move again takes them up.
+by a live job (a dead letter retry), with the first ``SKIPPED_SAMPLE`` of
+them by ``seq``. Running the move again takes them up.
 The selection is re-checked under the lock for its state only: the other
 attributes a filter can name (queue, type, args, meta) do not change.
 """
@@ -34,13 +35,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from ..models import Job, JobError
-from ..protocol.states import JobState, Move, sources, target
+from ..protocol.states import TERMINAL, JobState, Move, sources, target
 from . import events
 from .clock import db_now
 from .moves import cancel_changes, discard_changes, resurrect_changes
 from .workflows import advance as advance_workflows
 
 BATCH_SIZE = 1_000
+# Skipped rows named in the report, by seq: enough to look into, never the whole selection.
+SKIPPED_SAMPLE = 100
 BUSY = "busy"
 GONE = "gone"
 UNIQUE_HELD = "unique key held by a live job"
@@ -54,12 +57,19 @@ class BulkReport:
     moved: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     batches: int = 0
+    # (seq, reason) of the first SKIPPED_SAMPLE rows skipped.
+    skipped_rows: list[tuple[int, str]] = field(default_factory=list)
     # Why the walk stopped with rows left to see: "limit" or "time budget"; "" = it saw them all.
     stopped_at: str = ""
 
     @property
     def truncated(self) -> bool:
         return bool(self.stopped_at)
+
+    def skip(self, seq: int, reason: str) -> None:
+        self.skipped[reason] += 1
+        if len(self.skipped_rows) < SKIPPED_SAMPLE:
+            self.skipped_rows.append((seq, reason))
 
     @property
     def skipped_total(self) -> int:
@@ -107,7 +117,7 @@ def _retry(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkRe
             with transaction.atomic():
                 manager.filter(seq=seq).update(**changes)
         except IntegrityError:
-            report.skipped[UNIQUE_HELD] += 1
+            report.skip(seq, UNIQUE_HELD)
         else:
             moved.append(seq)
     report.moved += len(moved)
@@ -145,7 +155,7 @@ def _activate(manager: Any, rows: list[tuple[int, str, str | None]], report: Bul
     _record(manager, "job.enqueued", seqs, now, activated=True)
 
 
-def _purge(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
+def _delete(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
     seqs = [seq for seq, _, _ in rows]
     JobError.objects.filter(job_id__in=seqs).delete()
     manager.filter(seq__in=seqs).delete()
@@ -167,7 +177,9 @@ MOVES: dict[str, BulkMove] = {
     move.name: move
     for move in (
         BulkMove("retry", sources(Move.RESURRECT), _retry),
-        BulkMove("purge", frozenset({JobState.DISCARDED}), _purge),
+        BulkMove("purge", frozenset({JobState.DISCARDED}), _delete),
+        # ojs-admin-api §8.3: any finished job (the dead letter's purge is the discarded ones).
+        BulkMove("delete", TERMINAL, _delete),
         BulkMove("cancel", sources(Move.CANCEL), _cancel),
         BulkMove("discard", sources(Move.DISCARD), _discard),
         BulkMove("activate", sources(Move.ACTIVATE), _activate),
@@ -227,9 +239,9 @@ def bulk_move(
                 .values_list("seq", "state", "unique_key")
             )
             locked = [row for row in held if row[1] in allowed]
-            for _, state, _ in held:
+            for seq, state, _ in held:
                 if state not in allowed:
-                    report.skipped[state] += 1
+                    report.skip(seq, state)
             if len(held) < len(seqs):
                 _count_left_out(manager, set(seqs) - {row[0] for row in held}, move, report)
             if locked:
@@ -243,11 +255,11 @@ def bulk_move(
 def _count_left_out(manager: Any, seqs: set[int], move: BulkMove, report: BulkReport) -> None:
     """Say why rows of the batch were not locked: another state now, gone, or locked by someone."""
     states = dict(manager.filter(seq__in=sorted(seqs)).values_list("seq", "state"))
-    for seq in seqs:
+    for seq in sorted(seqs):
         state = states.get(seq)
         if state is None:
-            report.skipped[GONE] += 1
+            report.skip(seq, GONE)
         elif JobState(state) in move.allowed:
-            report.skipped[BUSY] += 1
+            report.skip(seq, BUSY)
         else:
-            report.skipped[state] += 1
+            report.skip(seq, state)

@@ -30,7 +30,7 @@ from django.db.models import Case, Exists, F, Value, When
 
 from ..models import Job, Queue
 from ..protocol.states import JobState, Move, target
-from . import events, limits
+from . import events, limits, maintenance_mode
 from .claimant import hold_claimant
 from .clock import TxNow
 from .engine import current as current_engine
@@ -49,10 +49,11 @@ def fetch(
     """Claim up to ``count`` jobs; an empty list when there is no work.
 
     ``visibility_timeout`` overrides each job's own reservation period.
-    Paused queues yield nothing. ``limit_report`` learns which rate or
+    Paused queues yield nothing, and nothing is claimed in maintenance mode
+    (``core/maintenance_mode.py``). ``limit_report`` learns which rate or
     concurrency limit held jobs back, if one did.
     """
-    if count < 1:
+    if count < 1 or not maintenance_mode.handing_out():
         return []
     if len(queues) == 1 and not connection.in_atomic_block:
         # One statement is a transaction of its own: no BEGIN, no COMMIT.

@@ -27,6 +27,15 @@ def db_now() -> dt.datetime:
         return cursor.fetchone()[0].astimezone(dt.UTC)
 
 
+def db_clock() -> dt.datetime:
+    """The database's clock as it reads now, not the start of the transaction (``db_now``)."""
+    if connection.vendor == "sqlite":
+        return db_now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0].astimezone(dt.UTC)
+
+
 class TxNow(Now):
     """``Now()`` that is constant within a PostgreSQL transaction.
 

@@ -51,17 +51,18 @@ def activate(job_id: Any) -> Job:
     return job
 
 
-def resurrect(job_id: Any) -> Job:
+def resurrect(job_id: Any, *, missing: str = "dead letter job") -> Job:
     """Manual retry from the dead letter: discarded -> available with fresh attempts.
 
     ojs-core §6.3 resets ``attempt`` to 0; ojs-dead-letter §6.1 keeps the
     error history (the ``errors`` rows) for the next post-mortem, so only
-    the current ``error`` is cleared.
+    the current ``error`` is cleared. ``missing`` names what was not found
+    (the dead letter's door says "dead letter job", the admin API "job").
     """
     # One transaction for the move and its event (DESIGN invariant 9); a
     # live job holding this one's unique key refuses it (core/unique_keys.py).
     with reentry_guard(job_id), transaction.atomic():
-        job = _move(job_id, Move.RESURRECT, missing="dead letter job", **resurrect_changes(TxNow()))
+        job = _move(job_id, Move.RESURRECT, missing=missing, **resurrect_changes(TxNow()))
         assert job.enqueued_at is not None  # the move set it
         events.record([events.job_event("job.enqueued", job, job.enqueued_at, retried_from_dead_letter=True)])
     return job

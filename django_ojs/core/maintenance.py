@@ -20,7 +20,7 @@ from ..models import Event, Job, JobError, Worker, Workflow, WorkflowNode
 from ..protocol.failure import Failure
 from ..protocol.states import WAITING, JobState, Move, sources, target
 from ..protocol.workflows import DONE
-from . import events, limits
+from . import events, history, limits, maintenance_mode
 from .clock import TxNow, db_now, restarted_within
 from .settle import expire_rows, settle_rows
 from .types import Settle
@@ -28,7 +28,9 @@ from .workers import recover_jobs
 
 
 def promote_due(limit: int) -> int:
-    """scheduled/retryable -> available once their time has come."""
+    """scheduled/retryable -> available once their time has come; not in maintenance mode (ojs-admin-api §12.1)."""
+    if maintenance_mode.current(fresh=True).enabled:
+        return 0
     with transaction.atomic():
         due = list(
             Job.objects.select_for_update(skip_locked=True)
@@ -245,3 +247,25 @@ def _prune_workflows(before: dt.datetime, limit: int) -> int:
             return 0
         WorkflowNode.objects.filter(workflow_id__in=ids)._raw_delete(WorkflowNode.objects.db)
         return Workflow.objects.filter(id__in=ids)._raw_delete(Workflow.objects.db)
+
+
+def record_history(limit: int) -> int:
+    """Count the minutes that closed into the statistics history, sum finished hours, prune old buckets.
+
+    ``core/history.py`` says what is counted and from where. One reaper at a
+    time: the history's cursor row is taken with SKIP LOCKED, so another
+    reaper skips the duty this tick. At most ``limit`` minutes per call (a
+    reaper back after a long stop catches up over a few); returns how many
+    minutes it counted.
+    """
+    with transaction.atomic():
+        now = db_now()
+        cursor = history.cursor_for_update(now)
+        if cursor is None:
+            return 0
+        history.add_mark(cursor, now)
+        counted = history.count_minutes(cursor, now, limit)
+        history.roll_up_hours(cursor)
+        history.prune(now)
+        cursor.save()
+    return counted

@@ -26,7 +26,7 @@ from ..protocol.envelope import JobSpec, parse_job
 from ..protocol.errors import NotFound, OJSError
 from ..protocol.retry import parse_policy
 from ..protocol.states import TERMINAL
-from . import events
+from . import events, maintenance_mode
 from .clock import TxNow, db_now
 from .control import cancel
 from .push import push
@@ -107,7 +107,13 @@ def unregister(name: str) -> CronJob:
 
 
 def fire_due(limit: int) -> int:
-    """Enqueue one job for every schedule whose time has come; return how many fired."""
+    """Enqueue one job for every schedule whose time has come; return how many fired.
+
+    Not in maintenance mode (ojs-admin-api §12.1): a schedule that came due
+    meanwhile fires once when it ends, as after any pause of the reaper.
+    """
+    if maintenance_mode.current(fresh=True).enabled:
+        return 0
     fired = 0
     with transaction.atomic():
         due = list(

@@ -18,7 +18,6 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Max, Min
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import TruncMinute
 from django.utils.dateparse import parse_datetime
 
 from ..models import Job
@@ -31,9 +30,8 @@ QUEUE_COUNT_LIMIT = 1_000
 # The oldest waiting job is looked for among this many at the head of a queue.
 QUEUE_HEAD_ROWS = 10_000
 THROUGHPUT_WINDOW = dt.timedelta(minutes=5)
-# The most finished jobs a throughput or chart figure reads.
+# The most finished jobs a throughput figure reads.
 THROUGHPUT_SAMPLE = 50_000
-CHART_SAMPLE = 200_000
 # "failed" in rates and charts: jobs that ended discarded (their last attempt failed).
 OUTCOMES = (JobState.COMPLETED, JobState.DISCARDED)
 
@@ -142,39 +140,6 @@ def throughput(now: dt.datetime, window: dt.timedelta = THROUGHPUT_WINDOW) -> Th
         for queue, n in rows:
             per_queue.setdefault(queue, {})[state.value] = n
     return Throughput(per_queue, max(now - start, dt.timedelta(seconds=1)), shortened)
-
-
-@dataclass(frozen=True)
-class MinuteSeries:
-    """Jobs finished per minute over the last ``len(minutes)`` minutes, oldest first.
-
-    A value is None for a minute the sample did not reach.
-    """
-
-    minutes: list[dt.datetime]
-    values: dict[str, list[int | None]]
-
-
-def finished_per_minute(now: dt.datetime, minutes: int = 60) -> MinuteSeries:
-    """Completed and failed (discarded) jobs per minute: the overview's chart."""
-    last = now.replace(second=0, microsecond=0)
-    slots = [last - dt.timedelta(minutes=minutes - 1 - index) for index in range(minutes)]
-    values: dict[str, list[int | None]] = {}
-    for state in OUTCOMES:
-        cutoff = _sample_start(state, slots[0], CHART_SAMPLE)
-        counted_from = slots[0] if cutoff is None else cutoff
-        rows = dict(
-            Job.objects.filter(state=state, finished_at__gte=counted_from)
-            .annotate(minute=TruncMinute("finished_at"))
-            .values_list("minute")
-            .annotate(n=Count("*"))
-            .order_by()
-        )
-        # The minute the sample starts in is only partly counted: unknown too.
-        values[state.value] = [
-            rows.get(slot, 0) if cutoff is None or slot > cutoff else None for slot in slots
-        ]
-    return MinuteSeries(slots, values)
 
 
 def state_counts() -> dict[str, Tally]:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from django.db import DatabaseError, connection, transaction
 
 from ..models import Job
+from . import maintenance_mode
 from .claim import claim, fetch
 from .engine import current as current_engine
 from .settle import settle_many
@@ -34,7 +35,12 @@ def settle_and_fetch(
     count: int,
     limit_report: LimitReport | None = None,
 ) -> tuple[list[Verdict], list[Job]]:
-    """Write this worker's finished attempts and claim up to ``count`` jobs; a verdict per attempt, and the jobs."""
+    """Write this worker's finished attempts and claim up to ``count`` jobs; a verdict per attempt, and the jobs.
+
+    In maintenance mode the attempts are written and nothing is claimed.
+    """
+    if not maintenance_mode.handing_out():
+        count = 0
     if not connection.in_atomic_block:
         if not settlements:
             return [], fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)

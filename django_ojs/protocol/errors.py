@@ -77,6 +77,13 @@ class InvalidTransition(OJSError):
         self.current_state = current_state
 
 
+class Conflict(OJSError):
+    """A request the resource's present state refuses, other than a job's move (``InvalidTransition``):
+    quieting a dead worker, deregistering a live one."""
+
+    code = "conflict"
+
+
 class Duplicate(OJSError):
     code = "duplicate"
 
@@ -115,3 +122,16 @@ class QueueFull(OJSError):
     code = "queue_full"
     retryable = True
     retry_after = 1  # seconds: a bounded queue drains as workers finish jobs
+
+
+class InMaintenance(OJSError):
+    """The server is in maintenance mode and takes no new jobs over HTTP (ojs-admin-api §12.1):
+    503 with ``Retry-After``, as an unreachable backend is, so clients wait and retry."""
+
+    code = "backend_unavailable"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: int, details: dict[str, Any] | None = None):
+        super().__init__(message, details={**(details or {}), "retry_after_seconds": retry_after},
+                         hint="Maintenance mode is on; retry after Retry-After seconds.")
+        self.retry_after = retry_after

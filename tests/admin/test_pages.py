@@ -10,9 +10,13 @@ from django.db import connection
 from django.urls import reverse
 
 from django_ojs.admin import counting
+from django_ojs.core import maintenance_mode
+from django_ojs.core.clock import db_now
+from django_ojs.core.history import hour_floor, minute_floor
 from django_ojs.keys import hash_key
-from django_ojs.models import ApiKey, Queue, Worker
+from django_ojs.models import ApiKey, Queue, StatsBucket, Worker
 from django_ojs.protocol.states import WorkerState
+from tests.helpers import history_running_since
 
 
 def listed(response) -> list[str]:
@@ -212,6 +216,7 @@ def test_queues_page_counts_by_state_and_shows_the_oldest_waiting_job(admin_clie
 
 
 def test_overview_counts_charts_and_flags_what_needs_attention(admin_client, make_job, make_worker):
+    history_running_since(minute_floor(db_now()) - dt.timedelta(hours=2))
     make_job("completed")
     make_job("discarded", queue="mail")
     Queue.objects.pause("mail")
@@ -265,3 +270,36 @@ def test_job_counts_do_not_scan_the_table(admin_client, make_job, django_assert_
         admin_client.get(reverse("admin:django_ojs_job_changelist"))
     counts = [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
     assert counts and all("LIMIT" in sql.upper() for sql in counts)
+
+
+@pytest.mark.parametrize(("choice", "slots", "title"), [
+    ("hour", 60, "per minute, last hour"), ("day", 24, "per hour, last day"), ("month", 30, "per day, last 30 days")])
+def test_the_overview_chart_draws_the_history_over_the_last_hour_day_or_month(admin_client, db, choice, slots, title):
+    now = db_now()
+    history_running_since(minute_floor(now) - dt.timedelta(days=40))
+    StatsBucket.objects.create(span="hour", start=hour_floor(now) - dt.timedelta(hours=3), queue="q",
+                               transition="completed", count=40)
+    StatsBucket.objects.create(span="minute", start=minute_floor(now) - dt.timedelta(minutes=2), queue="q",
+                               transition="discarded", count=3)
+
+    page = admin_client.get(reverse("admin:django_ojs_overview_changelist"), {"chart": choice})
+
+    text = page.content.decode()
+    assert f"Completed and failed {title}" in text
+    assert text.count('<rect class="ojs-hover"') == slots
+    completed = 40 if choice in ("day", "month") else 0
+    assert f"{completed} completed, 3 failed (discarded)" in text
+    assert page.context["chart_note"] == ""
+
+
+def test_the_overview_says_why_its_chart_is_blank_and_when_maintenance_mode_is_on(admin_client, db):
+    page = admin_client.get(reverse("admin:django_ojs_overview_changelist"))
+    assert "no reaper has run yet" in page.context["chart_note"]
+    history_running_since(minute_floor(db_now()) - dt.timedelta(days=1),
+                          counted_through=minute_floor(db_now()) - dt.timedelta(hours=1))
+    page = admin_client.get(reverse("admin:django_ojs_overview_changelist"))
+    assert "is ojs_reaper running?" in page.context["chart_note"]
+    assert "Maintenance mode" not in page.content.decode()
+    maintenance_mode.enter("database migration", dt.timedelta(minutes=30))
+    text = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
+    assert "Maintenance mode since" in text and "database migration" in text and "expected to end" in text

@@ -21,10 +21,10 @@ from urllib.parse import quote
 
 import pytest
 
-from django_ojs.models import CronJob, Event, Job, JobError, Queue, Worker
+from django_ojs.models import CronJob, Event, Job, JobError, MaintenanceMode, Queue, StatsBucket, Worker
 from django_ojs.protocol.failure import Failure
 
-MODELS = (Job, JobError, Worker, Queue, CronJob, Event)
+MODELS = (Job, JobError, Worker, Queue, CronJob, Event, MaintenanceMode, StatsBucket)
 
 
 def snapshot() -> dict[str, list[dict[str, Any]]]:
@@ -62,11 +62,21 @@ def endpoints(world: dict[str, str]) -> dict[str, str]:
         "retry": f"/ojs/v1/dead-letter/{world['dead']}/retry",
         "cron": "/ojs/v1/cron",
         "reset": "/ojs/v1/_test/reset",
+        "admin-pause": "/ojs/v1/admin/queues/fresh/pause",
+        "admin-resume": "/ojs/v1/admin/queues/paused/resume",
+        "admin-cancel": f"/ojs/v1/admin/jobs/{world['pending']}/cancel",
+        "admin-retry": f"/ojs/v1/admin/jobs/{world['dead']}/retry",
+        "admin-bulk-retry": "/ojs/v1/admin/jobs/bulk/retry",
+        "admin-bulk-cancel": "/ojs/v1/admin/jobs/bulk/cancel",
+        "admin-bulk-delete": "/ojs/v1/admin/jobs/bulk/delete",
+        "admin-quiet": "/ojs/v1/admin/workers/w1/quiet",
+        "admin-maintenance": "/ojs/v1/admin/system/maintenance",
     }
 
 
 ENDPOINTS = ["push", "batch", "activate", "fetch", "ack", "nack", "heartbeat", "register", "deregister", "pause",
-             "resume", "retry", "cron", "reset"]
+             "resume", "retry", "cron", "reset", "admin-pause", "admin-resume", "admin-cancel", "admin-retry",
+             "admin-bulk-retry", "admin-bulk-cancel", "admin-bulk-delete", "admin-quiet", "admin-maintenance"]
 
 
 def refused_without_change(api, path: str, send) -> list[str]:
@@ -146,7 +156,17 @@ def bodies(world: dict[str, str]) -> dict[str, tuple[dict[str, Any], dict[str, s
     }
     worker_info = {"hostname": "str|null", "pid": "int|null", "queues": "array|null", "concurrency": "int|null",
                    "labels": "array|null", "started_at": "null"}
+    # A filter that matches no job of the world: a bulk move accepted moves nothing.
+    bulk = ({"filter": {"queue": "fuzz-none", "state": "discarded", "type": "fuzz.job", "search": "fuzz.job",
+                        "since": "2026-01-01T00:00:00Z", "until": "2999-01-01T00:00:00Z"}, "confirm": True},
+            {"filter": "object", "filter.queue": "str|null", "filter.state": "null", "filter.type": "str|null",
+             "filter.search": "str|null", "filter.since": "null", "filter.until": "null", "confirm": "bool"})
     return {
+        "admin-bulk-retry": bulk,
+        "admin-bulk-cancel": bulk,
+        "admin-bulk-delete": bulk,
+        "admin-maintenance": ({"enabled": False, "reason": "r", "estimated_duration": "PT1M"},
+                              {"enabled": "bool", "reason": "str|null", "estimated_duration": "null"}),
         "push": (job, job_fields),
         "batch": ({"jobs": [job]}, {"jobs": "", **{f"jobs.0.{k}": v for k, v in job_fields.items()}}),
         "fetch": ({"queues": ["fuzz-empty"], "count": 2, "worker_id": "w9", "visibility_timeout_ms": 1000},
@@ -195,7 +215,8 @@ def with_value(body: Any, path: str, value: Any) -> Any:
     return copy
 
 
-FIELD_ENDPOINTS = ["push", "batch", "fetch", "ack", "nack", "heartbeat", "register", "deregister", "cron"]
+FIELD_ENDPOINTS = ["push", "batch", "fetch", "ack", "nack", "heartbeat", "register", "deregister", "cron",
+                   "admin-bulk-retry", "admin-bulk-cancel", "admin-bulk-delete", "admin-maintenance"]
 
 
 @pytest.mark.parametrize("endpoint", FIELD_ENDPOINTS)
@@ -285,6 +306,11 @@ GARBAGE_PARAMS = ["²", "١٢", "-1", "99999999999999999999999", "92233720368547
         ("/ojs/v1/queues", ["limit", "offset", "cursor"]),
         ("/ojs/v1/dead-letter", ["limit", "offset", "cursor", "queue", "type", "dead_letter"]),
         ("/ojs/v1/cron", ["limit", "offset", "cursor", "enabled"]),
+        ("/ojs/v1/admin/jobs", ["state", "queue", "type", "since", "until", "search", "page", "per_page", "limit",
+                                "offset", "cursor", "sort", "order"]),
+        ("/ojs/v1/admin/queues", ["page", "per_page", "limit", "offset"]),
+        ("/ojs/v1/admin/workers", ["page", "per_page", "limit", "offset"]),
+        ("/ojs/v1/admin/stats/history", ["period", "since", "until", "queue"]),
     ],
 )
 def test_garbage_query_parameters_never_break_a_listing(api, world, path, names):
@@ -296,14 +322,18 @@ def test_garbage_query_parameters_never_break_a_listing(api, world, path, names)
 @pytest.mark.parametrize(("template", "valid_names"), [
     ("/ojs/v1/jobs/{}", False), ("/ojs/v1/jobs/{}/activate", False), ("/ojs/v1/dead-letter/{}", False),
     ("/ojs/v1/dead-letter/{}/retry", False), ("/ojs/v1/cron/{}", True), ("/ojs/v1/queues/{}/stats", True),
-    ("/ojs/v1/queues/{}/pause", True),
+    ("/ojs/v1/queues/{}/pause", True), ("/ojs/v1/admin/jobs/{}", False), ("/ojs/v1/admin/jobs/{}/retry", False),
+    ("/ojs/v1/admin/jobs/{}/cancel", False), ("/ojs/v1/admin/queues/{}", True), ("/ojs/v1/admin/queues/{}/pause", True),
+    ("/ojs/v1/admin/workers/{}", False), ("/ojs/v1/admin/workers/{}/quiet", False),
+    ("/ojs/v1/admin/jobs/bulk/{}", False),
 ])
 def test_garbage_path_segments_never_break_an_endpoint(api, world, template, valid_names):
     """Job ids that are not UUIDs are refused; digits and dots are valid queue and cron names."""
     before = snapshot()
     for value in [*GARBAGE_PARAMS, "{" + "0" * 8 + "-0000-0000-0000-" + "0" * 12 + "}", "urn:uuid:x", "."]:
         path = template.format(quote(value, safe=""))
-        response = api.post(path) if template.endswith(("activate", "retry", "pause")) else api.get(path)
+        posted = template.endswith(("activate", "retry", "pause", "cancel", "quiet", "bulk/{}"))
+        response = api.post(path) if posted else api.get(path)
         assert response.status_code >= 400 or valid_names, (path, response.status_code)
     assert snapshot()["Job"] == before["Job"]
 

@@ -7,7 +7,8 @@ following the schema's links -- against the example project under gunicorn
 on the test database, with an admin key. The number of examples per
 operation is bounded so that the run takes about a minute.
 
-Besides 5xx, responses must carry the documented content type and headers.
+Besides 5xx, responses must carry the documented content type (but for the admin
+operations, below) and headers.
 Response bodies are not checked against the schema here: openapi.yaml
 disagrees with the binding on two points we follow the binding on (docs/explanation/decisions.md: the ``invalid_payload`` error code; the manifest's
 ``extensions``).
@@ -28,7 +29,6 @@ from tests.conformance.harness import ROOT, SKIP_VARIABLE, skip_missing_suites
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 EXAMPLES_PER_OPERATION = 5
-CHECKS = "not_a_server_error,content_type_conformance,response_headers_conformance"
 
 
 def openapi_spec() -> Path:
@@ -44,11 +44,28 @@ def openapi_spec() -> Path:
     return spec
 
 
+# openapi.yaml's admin operations document their successful replies as application/json, against its
+# own preamble and the binding's §4.1 (every body application/openjobspec+json), which we follow
+# (README, "Decisions"): their content type is not checked, everything else is.
+CONFIG = """
+[checks]
+enabled = false
+not_a_server_error.enabled = true
+content_type_conformance.enabled = true
+response_headers_conformance.enabled = true
+
+[[operations]]
+include-path-regex = "^/ojs/v1/admin/"
+checks.content_type_conformance.enabled = false
+"""
+
+
 def test_schemathesis_finds_no_server_error(wire, tmp_path):
+    (tmp_path / "schemathesis.toml").write_text(CONFIG)
     command = [
         str(Path(sys.executable).with_name("st")), "run", str(openapi_spec()),
         "--url", wire.base, "--header", f"Authorization: Bearer {wire.key}",
-        "--checks", CHECKS, "--max-examples", str(EXAMPLES_PER_OPERATION), "--workers", "1",
+        "--max-examples", str(EXAMPLES_PER_OPERATION), "--workers", "1",
         "--request-timeout", "30",
     ]
     # Its Hypothesis database and any report stay in the temporary directory.

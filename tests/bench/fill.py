@@ -140,8 +140,8 @@ def fill(count: int, batch: int = 250_000) -> None:
         cursor.execute(_FILL_ERRORS)
         cursor.execute(_FILL_WORKERS, params)
         cursor.execute(
-            "INSERT INTO django_ojs_queue (name, paused, paused_at, created_at) "
-            "SELECT q, q = 'reports', CASE WHEN q = 'reports' THEN now() END, now() - interval '7 days' "
+            "INSERT INTO django_ojs_queue (name, paused, paused_at, created_at, overflow_policy) "
+            "SELECT q, q = 'reports', CASE WHEN q = 'reports' THEN now() END, now() - interval '7 days', 'reject' "
             "FROM unnest(%(queues)s::text[]) q",
             params,
         )

@@ -162,3 +162,26 @@ def test_a_usage_error_exits_2_from_the_command_line():
         timeout=120,
     )
     assert done.returncode == 2 and "--limit" in done.stderr
+
+
+def test_delete_takes_finished_jobs_only_and_a_type_prefix_selects_a_family(push):
+    done = push(type="email.send", options={"queue": "q"})
+    Job.objects.cancel(done.id)
+    waiting = push(type="email.digest", options={"queue": "q"})
+    other = push(type="sms.send", options={"queue": "q"})
+    Job.objects.cancel(other.id)
+    report = ojs_json("delete", "--type", "email.*", "--yes")
+    assert (report["moved"], report["matched"]) == (1, 1)
+    assert set(Job.objects.values_list("pk", flat=True)) == {waiting.pk, other.pk}
+
+
+def test_maintenance_shows_enters_and_leaves_as_the_admin_api_says(api):
+    assert ojs_json("maintenance")["enabled"] is False
+    entered = ojs_json("maintenance", "on", "--reason", "migration", "--for", "PT20M")
+    assert entered["enabled"] and entered["reason"] == "migration" and entered["estimated_end"]
+    said = api.get("/ojs/v1/admin/system/maintenance").json()
+    assert (said["maintenance"], said["reason"], said["estimated_end"]) == (True, "migration", entered["estimated_end"])
+    assert "migration" in ojs("maintenance")
+    assert exit_code("maintenance", "on", "--for", "soon") == 1
+    assert ojs_json("maintenance", "off")["enabled"] is False
+    assert api.get("/ojs/v1/admin/system/maintenance").json()["maintenance"] is False

@@ -41,7 +41,8 @@ def test_one_tick_runs_every_loop_once(transactional_db, spec):
     due_scheduled(spec, 2)
     lapsed_active(spec, 1)
     moved = Reaper().tick()
-    assert set(moved) == {"cron-sync", "promote", "expire", "leases", "timeouts", "workers", "cron", "prune"}
+    assert set(moved) == {
+        "cron-sync", "promote", "expire", "leases", "timeouts", "workers", "cron", "prune", "history"}
     assert (moved["promote"], moved["leases"], moved["expire"]) == (2, 1, 0)
 
 

@@ -17,7 +17,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from ...cli import output, reads
-from ...core import bulk, queues
+from ...core import bulk, maintenance_mode, queues
+from ...core.selection import JobFilter
+from ...protocol.durations import parse_duration
 from ...protocol.envelope import validate_queue_name
 from ...protocol.errors import OJSError
 
@@ -29,6 +31,7 @@ WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "acti
 BULK_HELP = {
     "retry": "retry dead letter (discarded) jobs: back to available with fresh attempts",
     "purge": "delete discarded jobs and their error history for good",
+    "delete": "delete finished jobs (completed, discarded, cancelled) and their error history for good",
     "cancel": "cancel unfinished jobs (active ones are told at their next heartbeat)",
     "discard": "discard waiting jobs (scheduled, available, pending, retryable)",
     "activate": "activate pending jobs",
@@ -65,6 +68,14 @@ class Command(BaseCommand):
             queue = commands.add_parser(name, help=text)
             queue.add_argument("queues", nargs="+", metavar="QUEUE")
             _json(queue)
+
+        maintenance = commands.add_parser(
+            "maintenance", help="maintenance mode: show it, or turn it on or off (workers fetch nothing meanwhile)"
+        )
+        maintenance.add_argument("switch", nargs="?", choices=("on", "off"), help="omit to show the state")
+        maintenance.add_argument("--reason", default="", help="why, shown by the admin, health and the admin API")
+        maintenance.add_argument("--for", dest="duration", help="how long it is expected to last, e.g. PT30M")
+        _json(maintenance)
 
         _json(commands.add_parser("queues", help="queues: paused or not, backlog and dead letter counts"))
         workers = commands.add_parser("workers", help="registered workers and their last heartbeat")
@@ -112,6 +123,22 @@ class Command(BaseCommand):
         rows = [{"name": queue.name, "paused": queue.paused} for queue in map(move, names)]
         self.emit(options, rows, lambda: output.table(rows, ("name", "paused")))
 
+    def do_maintenance(self, options: dict[str, Any]) -> None:
+        if options["switch"] == "on":
+            duration = None
+            if options["duration"]:
+                try:
+                    duration = parse_duration(options["duration"])
+                except ValueError as exc:
+                    raise CommandError(f"--for {exc}") from None
+            state = maintenance_mode.enter(options["reason"], duration)
+        elif options["switch"] == "off":
+            state = maintenance_mode.leave()
+        else:
+            state = maintenance_mode.current(fresh=True)
+        shown = state.to_dict()
+        self.emit(options, shown, lambda: output.table([shown], ("enabled", "reason", "enabled_at", "estimated_end")))
+
     def bulk_move(self, name: str, options: dict[str, Any]) -> None:
         job_filter = _job_filter(options)
         if job_filter.empty and not options["all"]:
@@ -158,7 +185,8 @@ class Command(BaseCommand):
 def _filters(parser: Any) -> None:
     parser.add_argument("--state", action="append", default=[], help="repeatable")
     parser.add_argument("--queue", action="append", default=[], help="repeatable")
-    parser.add_argument("--type", action="append", default=[], help="repeatable; exact job type")
+    parser.add_argument("--type", action="append", default=[],
+                        help="repeatable; an exact job type, or a prefix ending in * (email.*)")
     parser.add_argument("--id", action="append", default=[], help="repeatable; a job id")
     parser.add_argument("--error-type", action="append", default=[], help="repeatable; the last error's type")
     parser.add_argument("--search", default="", help="a search term as in the admin, e.g. args.user_id=42")
@@ -168,8 +196,8 @@ def _json(parser: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _job_filter(options: dict[str, Any]) -> reads.JobFilter:
-    return reads.JobFilter(
+def _job_filter(options: dict[str, Any]) -> JobFilter:
+    return JobFilter(
         states=options["state"], queues=options["queue"], types=options["type"], ids=options["id"],
         error_types=options["error_type"], search=options["search"],
     )

@@ -1,0 +1,193 @@
+"""The admin API on the wire: the example project under gunicorn, every endpoint with an admin key and with
+keys that lack its scope (a server process of its own, as in production).
+
+What each endpoint answers in detail is tested in process (``test_admin_api.py``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from django_ojs.core import maintenance_mode
+from django_ojs.core.clock import db_now
+from django_ojs.core.history import MINUTE, minute_floor
+from django_ojs.models import ApiKey, Job, Queue, StatsBucket, Worker
+from django_ojs.protocol.failure import Failure
+from tests.api.test_fuzz import snapshot
+from tests.helpers import ago, history_running_since, reload
+from tests.waiting import PATIENCE, wait_until
+
+pytestmark = pytest.mark.postgres
+
+ADMIN = "/ojs/v1/admin"
+UNKNOWN = "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+
+
+def call(wire: Any, method: str, path: str, body: Any = None, *, key: str | None = None) -> tuple[int, Any, Any]:
+    """One request as ``key`` (the wire's admin key by default): status, headers, parsed body."""
+    original = wire.key
+    wire.key = key or original
+    try:
+        status, headers, raw = wire.send(method, path, body)
+    finally:
+        wire.key = original
+    assert headers["OJS-Version"] == "1.0" and headers["X-Request-Id"]
+    return status, headers, json.loads(raw) if raw else None
+
+
+def issue(*scopes: str) -> str:
+    return ApiKey.objects.issue("wire " + "+".join(scopes), scopes)[1]
+
+
+def discarded(queue: str, spec: Any) -> Job:
+    job = Job.objects.push(spec(type="mail.send", priority=100, options={"queue": queue, "retry": {"max_attempts": 1}}))
+    Job.objects.fetch([queue], worker_id="w-fail")
+    return Job.objects.fail(job.id, Failure(type="SMTPError", message="refused"))
+
+
+READS = ["/queues", "/queues/mail", "/jobs", f"/jobs/{UNKNOWN}", "/workers", "/workers/w1", "/stats",
+         "/stats/history", "/system/maintenance", "/system/config"]
+WRITES = [("POST", "/queues/mail/pause", {}), ("POST", "/queues/mail/resume", {}),
+          ("PUT", "/queues/mail/config", {"concurrency": 1}),
+          ("DELETE", "/queues/mail/jobs", {"states": ["discarded"], "confirm": True}),
+          ("POST", "/jobs/bulk/retry", {"confirm": True}), ("POST", "/jobs/bulk/cancel", {"confirm": True}),
+          ("POST", "/jobs/bulk/delete", {"confirm": True}), ("POST", f"/jobs/{UNKNOWN}/cancel", {}),
+          ("POST", f"/jobs/{UNKNOWN}/retry", {}), ("POST", "/workers/w1/quiet", {}), ("DELETE", "/workers/w1", None),
+          ("POST", "/system/maintenance", {"enabled": True})]
+
+
+def test_every_admin_endpoint_refuses_a_key_without_its_scope_and_changes_nothing(wire, spec):
+    Job.objects.push(spec(options={"queue": "mail"}))
+    discarded("mail", spec)
+    Worker.objects.register("w1")
+    worker_key, enqueue_key, read_key = issue("worker"), issue("enqueue"), issue("read")
+    before = snapshot()
+    for path in READS:
+        for key in (worker_key, enqueue_key):
+            status, _, body = call(wire, "GET", ADMIN + path, key=key)
+            assert (status, body["error"]["details"]["required_scope"]) == (403, "read or admin"), path
+        assert call(wire, "GET", ADMIN + path, key=read_key)[0] in (200, 404), path
+        status, headers, _ = wire.send("GET", ADMIN + path, key=False)
+        assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="ojs"'
+    for method, path, body in WRITES:
+        for key in (read_key, worker_key):
+            status, _, answer = call(wire, method, ADMIN + path, body, key=key)
+            assert (status, answer["error"]["details"]["required_scope"]) == (403, "admin"), (method, path)
+    assert snapshot() == before and not maintenance_mode.current(fresh=True).enabled
+
+
+def test_queues_on_the_wire(wire, spec):
+    for _ in range(2):
+        Job.objects.push(spec(options={"queue": "mail"}))
+    old = discarded("mail", spec)
+    Job.objects.filter(pk=old.pk).update(finished_at=ago(days=30))
+
+    status, _, listed = call(wire, "GET", f"{ADMIN}/queues")
+    assert status == 200 and listed["items"][0]["counts"]["available"] == 2
+    assert call(wire, "GET", f"{ADMIN}/queues/mail")[2]["counts"]["discarded"] == 1
+    assert call(wire, "POST", f"{ADMIN}/queues/mail/pause")[2]["paused"] is True
+    worker_key = issue("worker")
+    assert call(wire, "POST", "/ojs/v1/workers/fetch", {"queues": ["mail"]}, key=worker_key)[2]["jobs"] == []
+    assert call(wire, "POST", f"{ADMIN}/queues/mail/resume")[2]["paused"] is False
+    configured = call(wire, "PUT", f"{ADMIN}/queues/mail/config", {"concurrency": 3, "max_size": 10})[2]
+    assert configured["configuration"]["concurrency"] == 3 and Queue.objects.get(name="mail").max_size == 10
+    purge = {"states": ["discarded"], "older_than": (db_now() - dt.timedelta(days=7)).isoformat()}
+    assert call(wire, "DELETE", f"{ADMIN}/queues/mail/jobs", purge)[0] == 400  # no confirm
+    status, _, purged = call(wire, "DELETE", f"{ADMIN}/queues/mail/jobs", {**purge, "confirm": True})
+    assert (status, purged["purged_count"]) == (200, 1) and not Job.objects.filter(pk=old.pk).exists()
+
+
+def test_jobs_and_bulk_moves_on_the_wire(wire, spec):
+    waiting = [Job.objects.push(spec(type="mail.send", options={"queue": "mail"})) for _ in range(3)]
+    failed = [discarded("dead", spec) for _ in range(2)]
+
+    first = call(wire, "GET", f"{ADMIN}/jobs?per_page=2")[2]
+    rest = call(wire, "GET", f"{ADMIN}/jobs?per_page=2&cursor={first['pagination']['next_cursor']}")[2]
+    shown = [item["id"] for item in first["items"] + rest["items"]]
+    assert len(shown) == 4 and len(set(shown)) == 4 and first["pagination"]["total"] == 5
+    assert {item["id"] for item in call(wire, "GET", f"{ADMIN}/jobs?state=discarded")[2]["items"]} == {
+        str(job.id) for job in failed}
+    detail = call(wire, "GET", f"{ADMIN}/jobs/{failed[0].id}")[2]
+    assert detail["errors"][0]["type"] == "SMTPError" and detail["events"]
+
+    assert call(wire, "POST", f"{ADMIN}/jobs/{waiting[0].id}/cancel")[2]["job"]["state"] == "cancelled"
+    assert call(wire, "POST", f"{ADMIN}/jobs/{failed[0].id}/retry")[2]["job"]["state"] == "available"
+    assert call(wire, "POST", f"{ADMIN}/jobs/bulk/retry", {"filter": {"queue": "dead"}})[0] == 400
+    assert reload(failed[1]).state == "discarded"
+    assert call(wire, "POST", f"{ADMIN}/jobs/bulk/retry",
+                {"filter": {"queue": "dead", "state": "discarded"}, "confirm": True})[2]["succeeded"] == 1
+    assert call(wire, "POST", f"{ADMIN}/jobs/bulk/cancel",
+                {"filter": {"queue": "mail"}, "confirm": True})[2]["succeeded"] == 2
+    deleted = call(wire, "POST", f"{ADMIN}/jobs/bulk/delete", {"filter": {"state": "cancelled"}, "confirm": True})[2]
+    assert deleted["succeeded"] == 3 and set(Job.objects.values_list("state", flat=True)) == {"available"}
+
+
+def test_workers_on_the_wire(wire, spec):
+    worker_key = issue("worker")
+    call(wire, "POST", "/ojs/v1/workers/register", {"worker_id": "w1", "queues": ["mail"]}, key=worker_key)
+    Worker.objects.register("w-gone")
+    held = Job.objects.push(spec(options={"queue": "gone"}))
+    Job.objects.fetch(["gone"], worker_id="w-gone")
+    Worker.objects.filter(pk="w-gone").update(last_heartbeat_at=ago(minutes=10))
+
+    listed = call(wire, "GET", f"{ADMIN}/workers")[2]
+    assert listed["summary"] == {"total": 2, "running": 1, "quiet": 0, "terminate": 0, "dead": 1}
+    assert call(wire, "GET", f"{ADMIN}/workers/w-gone")[2]["jobs"][0]["id"] == str(held.id)
+    assert call(wire, "POST", f"{ADMIN}/workers/w1/quiet")[2]["directive"] == "quiet"
+    beat = call(wire, "POST", "/ojs/v1/workers/heartbeat", {"worker_id": "w1"}, key=worker_key)[2]
+    assert beat["state"] == "quiet"
+    assert call(wire, "DELETE", f"{ADMIN}/workers/w1")[0] == 409
+    assert call(wire, "DELETE", f"{ADMIN}/workers/w-gone")[2]["jobs_requeued"] == 1
+    assert reload(held).state == "available" and not Worker.objects.filter(pk="w-gone").exists()
+
+
+def test_statistics_and_their_history_on_the_wire(wire, spec):
+    Job.objects.push(spec(options={"queue": "mail"}))
+    discarded("mail", spec)
+    now = db_now()
+    history_running_since(minute_floor(now) - dt.timedelta(days=1))
+    minute = minute_floor(now) - dt.timedelta(minutes=3)
+    StatsBucket.objects.create(span=MINUTE, start=minute, queue="mail", transition="completed", count=12)
+
+    stats = call(wire, "GET", f"{ADMIN}/stats")[2]
+    assert (stats["jobs"]["available"], stats["jobs"]["discarded"], stats["queues"]) == (1, 1, 1)
+    since = (minute - dt.timedelta(minutes=1)).isoformat()
+    status, _, found = call(wire, "GET", f"{ADMIN}/stats/history?period=1m&since={since.replace('+', '%2B')}")
+    assert status == 200 and found["data"][1] == {
+        "timestamp": minute.strftime("%Y-%m-%dT%H:%M:%SZ"), "processed": 12, "failed": 0, "enqueued": 0,
+        "retried": 0, "cancelled": 0}
+
+
+def test_maintenance_mode_on_the_wire_seen_by_every_process(wire, spec):
+    status, _, entered = call(wire, "POST", f"{ADMIN}/system/maintenance",
+                              {"enabled": True, "reason": "migration", "estimated_duration": "PT10M"})
+    assert status == 200 and entered["maintenance"] is True
+    status, headers, refused = call(wire, "POST", "/ojs/v1/jobs", {"type": "a", "args": []})
+    assert status == 503 and 500 <= int(headers["Retry-After"]) <= 600
+    assert refused["error"]["code"] == "backend_unavailable" and refused["error"]["retryable"] is True
+    # This process reads the row the server wrote.
+    assert maintenance_mode.current(fresh=True).reason == "migration"
+    Job.objects.push(spec(options={"queue": "mail"}))  # in-process producers' jobs are stored and wait
+    worker_key = issue("worker")
+    assert call(wire, "POST", "/ojs/v1/workers/fetch", {"queues": ["mail"]}, key=worker_key)[2]["jobs"] == []
+    health = call(wire, "GET", "/ojs/v1/health")
+    assert health[0] == 200 and health[2]["maintenance"]["reason"] == "migration"
+    config = call(wire, "GET", f"{ADMIN}/system/config")[2]
+    assert config["maintenance"]["enabled"] is True and "HEARTBEAT_TIMEOUT" in config["settings"]
+
+    # Left in another process (here): the server resumes within its cache's time.
+    maintenance_mode.leave()
+    wait_until(lambda: call(wire, "POST", "/ojs/v1/workers/fetch", {"queues": ["mail"]}, key=worker_key)[2]["jobs"],
+               PATIENCE, "the server to hand out jobs again")
+    assert call(wire, "POST", "/ojs/v1/jobs", {"type": "a", "args": []})[0] == 201
+    assert call(wire, "GET", f"{ADMIN}/system/maintenance")[2]["maintenance"] is False
+
+
+def test_the_manifest_on_the_wire_announces_the_admin_api(wire):
+    status, _, manifest = call(wire, "GET", "/ojs/manifest")
+    assert status == 200 and "admin-api" in manifest["extensions"]
+    assert manifest["endpoints"]["admin"] == ADMIN
