@@ -64,10 +64,12 @@ class JobManager(models.Manager["Job"]):
         worker_id: str | None = None,
         visibility_timeout: dt.timedelta | None = None,
         limit_report: LimitReport | None = None,
+        types: Sequence[str] | None = None,
     ) -> list[Job]:
-        """FETCH: claim up to ``count`` jobs (``core.claim.fetch``)."""
+        """FETCH: claim up to ``count`` jobs, of ``types`` only when given (``core.claim.fetch``)."""
         return _core().claim.fetch(
-            queues, count=count, worker_id=worker_id, visibility_timeout=visibility_timeout, limit_report=limit_report
+            queues, count=count, worker_id=worker_id, visibility_timeout=visibility_timeout,
+            limit_report=limit_report, types=types,
         )
 
     def settle_and_fetch(
@@ -77,9 +79,10 @@ class JobManager(models.Manager["Job"]):
         queues: Sequence[str],
         count: int,
         limit_report: LimitReport | None = None,
+        types: Sequence[str] | None = None,
     ) -> tuple[list[Verdict], list[Job]]:
         """The in-process worker's turn (``core.turn.settle_and_fetch``)."""
-        return _core().turn.settle_and_fetch(worker_id, settlements, queues, count, limit_report)
+        return _core().turn.settle_and_fetch(worker_id, settlements, queues, count, limit_report, types)
 
     def ack(self, job_id: Any, *, result: Any = None, lease: Lease | None = None) -> Job:
         """ACK: active -> completed (``core.settle.ack``)."""

@@ -460,8 +460,11 @@ class Runtime:
             self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
         limited = LimitReport()
         try:
+            # Only the types this worker has handlers for: a job of another type waits,
+            # untouched, for a worker that can run it (a rolling deploy's new types).
             verdicts, jobs = settle_and_fetch(
-                self.id, self._settlements(batch), self.config.queues, count, limit_report=limited
+                self.id, self._settlements(batch), self.config.queues, count, limit_report=limited,
+                types=self.handlers.types(),
             )
         except DatabaseError as exc:
             self._database_failed("writing outcomes" if batch else "fetch", exc)
@@ -568,8 +571,9 @@ class Runtime:
                 failure = replace(failure, details={**(failure.details or {}), "worker_id": self.id})
             settlements.append(Settlement(
                 execution.job.id, execution.lease, result=execution.outcome.result, failure=failure,
-                # Interrupted by a shutdown: released without charging the attempt.
-                requeue=failure is not None and failure.type == failures.SHUTDOWN,
+                # Interrupted by a shutdown, or its handler gone since the claim: released
+                # without charging the attempt, for a worker that can run it.
+                requeue=failure is not None and failure.type in failures.RELEASED,
             ))
         return settlements
 
