@@ -69,5 +69,5 @@ def test_the_worker_turn_claims_only_its_types_after_writing_its_batch(push):
     )
     assert [job.args for job in claimed] == [["next"]]
     assert Job.objects.get(type="other").state == "available"
-    verdicts, claimed = Job.objects.settle_and_fetch("w1", [], ["default"], 5, types=["mine"])
+    _, claimed = Job.objects.settle_and_fetch("w1", [], ["default"], 5, types=["mine"])
     assert claimed == []
