@@ -67,6 +67,7 @@ def test_the_worker_turn_claims_only_its_types_after_writing_its_batch(push):
     verdicts, claimed = Job.objects.settle_and_fetch(
         "w1", [Settlement(held.id, Lease("w1", held.attempt), result=1)], ["default"], 5, types=["mine"]
     )
+    assert [verdict.value for verdict in verdicts] == ["completed"]
     assert [job.args for job in claimed] == [["next"]]
     assert Job.objects.get(type="other").state == "available"
     _, claimed = Job.objects.settle_and_fetch("w1", [], ["default"], 5, types=["mine"])
