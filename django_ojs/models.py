@@ -423,6 +423,10 @@ class Worker(models.Model):
     queues = models.JSONField(default=list, blank=True)
     concurrency = models.PositiveIntegerField(null=True, blank=True)
     labels = models.JSONField(default=list, blank=True)
+    # The job types an in-process worker (ojs_worker) has handlers for, and so claims;
+    # NULL for a worker that declares none (an HTTP worker): it may run any type of its
+    # queues. What "jobs no worker can run" is computed from (core/coverage.py).
+    handles = models.JSONField(null=True, blank=True)
     # What the worker last reported, and what an operator asked of it.
     state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in WorkerState])
     directive = models.CharField(
@@ -445,6 +449,24 @@ class Worker(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["last_heartbeat_at"], name="ojs_worker_heartbeat")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class ReaperTick(models.Model):
+    """One running reaper (``manage.py ojs_reaper``) and when it last ticked.
+
+    Written by the reaper every few seconds (``core/maintenance.record_reaper_tick``),
+    so the overview can say "no reaper for N s" from a fact, not by inference from
+    overdue jobs. Rows of reapers silent for a day are pruned by the reapers still running.
+    """
+
+    id = models.CharField(max_length=255, primary_key=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    last_tick_at = models.DateTimeField()
 
     def __str__(self) -> str:
         return self.id

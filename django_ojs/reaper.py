@@ -16,8 +16,11 @@ also an outage without a restart (a cut network, a restarted pooler).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +37,10 @@ logger = logging.getLogger("django_ojs.reaper")
 MAX_ROUNDS = 20
 # How often the statistics history looks for a minute that closed (each is counted once).
 HISTORY_INTERVAL = 15.0
+# How often a reaper records that it is ticking (core/maintenance.record_reaper_tick);
+# the overview says "no reaper" after TICKS_MISSED of these pass without one.
+TICK_RECORD_INTERVAL = 5.0
+TICKS_MISSED = 3
 
 # What a loop's count means, for the log: every move is said, at INFO.
 MOVES = {
@@ -80,8 +87,20 @@ class CodeScheduleSync:
         return 0
 
 
+class TickRecord:
+    """Records this reaper's tick in the store, under an id of its own (host, pid, a random part)."""
+
+    def __init__(self) -> None:
+        self.hostname, self.pid = socket.gethostname(), os.getpid()
+        self.id = f"{self.hostname}:{self.pid}:{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, limit: int) -> int:
+        return maintenance.record_reaper_tick(self.id, self.hostname, self.pid)
+
+
 def default_loops(interval: float, cron_interval: float, prune_interval: float) -> list[Loop]:
     return [
+        Loop("tick", TickRecord(), TICK_RECORD_INTERVAL),
         Loop("cron-sync", CodeScheduleSync(), cron_interval, once=True),
         Loop("promote", maintenance.promote_due, interval),
         Loop("expire", maintenance.expire_overdue, interval),

@@ -29,7 +29,7 @@ from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
 from .display import admin_changelist_url, human_duration, moment
-from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead
+from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead, with_live_facts
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class OverviewAdmin(admin.ModelAdmin):
         if worker_admin is None or not worker_admin.has_view_permission(request):
             return None
         live = Worker.objects.filter(declared_dead_at__isnull=True)
-        workers = list(live.annotate(db_now=Value(now)).order_by("hostname", "pid", "id")[:WORKER_ROWS])
+        workers = list(with_live_facts(live, Value(now)).order_by("hostname", "pid", "id")[:WORKER_ROWS])
         columns = ("worker", "hostname", "queue_list", *LIVE_FIELDS)
         labels = [label_for_field(name, Worker, worker_admin) for name in columns]
         rows = [
