@@ -37,10 +37,6 @@ logger = logging.getLogger("django_ojs.reaper")
 MAX_ROUNDS = 20
 # How often the statistics history looks for a minute that closed (each is counted once).
 HISTORY_INTERVAL = 15.0
-# How often a reaper records that it is ticking (core/maintenance.record_reaper_tick);
-# the overview says "no reaper" after TICKS_MISSED of these pass without one.
-TICK_RECORD_INTERVAL = 5.0
-TICKS_MISSED = 3
 
 # What a loop's count means, for the log: every move is said, at INFO.
 MOVES = {
@@ -100,7 +96,7 @@ class TickRecord:
 
 def default_loops(interval: float, cron_interval: float, prune_interval: float) -> list[Loop]:
     return [
-        Loop("tick", TickRecord(), TICK_RECORD_INTERVAL),
+        Loop("tick", TickRecord(), maintenance.TICK_RECORD_INTERVAL),
         Loop("cron-sync", CodeScheduleSync(), cron_interval, once=True),
         Loop("promote", maintenance.promote_due, interval),
         Loop("expire", maintenance.expire_overdue, interval),

@@ -273,6 +273,10 @@ def record_history(limit: int) -> int:
 
 # A reaper's row is pruned once it has been silent this long (by the reapers still ticking).
 REAPER_ROW_RETENTION = dt.timedelta(days=1)
+# How often a reaper records that it is ticking (its "tick" loop); the overview says
+# "no reaper" once TICKS_MISSED of these have passed without one.
+TICK_RECORD_INTERVAL = 5.0
+TICKS_MISSED = 3
 
 
 def record_reaper_tick(reaper_id: str, hostname: str, pid: int) -> int:
