@@ -28,7 +28,7 @@ from ..core.stats import queue_depths, state_counts
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
-from .display import admin_changelist_url, human_duration, moment
+from .display import admin_changelist_url, human_duration, moment, timestamp
 from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead, with_live_facts
 
 
@@ -170,8 +170,8 @@ class OverviewAdmin(admin.ModelAdmin):
         last_hour = count_rows(discarded.filter(finished_at__gte=now - HOUR), 1000)
         if last_hour.value:
             before = count_rows(discarded.filter(finished_at__gte=now - 2 * HOUR, finished_at__lt=now - HOUR), 1000)
-            note("discarded", f"{last_hour} job(s) discarded or dead-lettered in the last hour "
-                 f"({_trend(last_hour.value, before.value)} the hour before: {before}).",
+            note("discarded", f"{last_hour} job(s) discarded or dead-lettered in the last hour, "
+                 f"{_trend(last_hour.value, before.value)} {before} the hour before.",
                  admin_changelist_url("job", state=JobState.DISCARDED.value, finished_within="1h"))
         unrunnable, _complete = coverage.unrunnable(now)
         for item in unrunnable[:ATTENTION_ROWS]:
@@ -236,10 +236,10 @@ def reaper_status(now: dt.datetime) -> ReaperStatus:
                             "retries, scheduled jobs, lapsed leases and dead workers wait.")
     silent = now - last
     if silent.total_seconds() > maintenance.TICKS_MISSED * maintenance.TICK_RECORD_INTERVAL:
-        return ReaperStatus(last, True, f"No reaper for {int(silent.total_seconds())} s (its last tick "
-                            f"{moment(last, now)}): retries, scheduled jobs, lapsed leases and dead workers wait. "
+        return ReaperStatus(last, True, f"No reaper for {int(silent.total_seconds())} s (its last tick at "
+                            f"{timestamp(last)}): retries, scheduled jobs, lapsed leases and dead workers wait. "
                             "Is manage.py ojs_reaper running?")
-    return ReaperStatus(last, False, f"Reaper: last tick {moment(last, now)}.")
+    return ReaperStatus(last, False, f"Reaper: last tick at {timestamp(last)} ({human_duration(silent)} ago).")
 
 
 def _trend(now_count: int, before: int) -> str:
