@@ -64,10 +64,12 @@ class JobManager(models.Manager["Job"]):
         worker_id: str | None = None,
         visibility_timeout: dt.timedelta | None = None,
         limit_report: LimitReport | None = None,
+        types: Sequence[str] | None = None,
     ) -> list[Job]:
-        """FETCH: claim up to ``count`` jobs (``core.claim.fetch``)."""
+        """FETCH: claim up to ``count`` jobs, of ``types`` only when given (``core.claim.fetch``)."""
         return _core().claim.fetch(
-            queues, count=count, worker_id=worker_id, visibility_timeout=visibility_timeout, limit_report=limit_report
+            queues, count=count, worker_id=worker_id, visibility_timeout=visibility_timeout,
+            limit_report=limit_report, types=types,
         )
 
     def settle_and_fetch(
@@ -77,9 +79,10 @@ class JobManager(models.Manager["Job"]):
         queues: Sequence[str],
         count: int,
         limit_report: LimitReport | None = None,
+        types: Sequence[str] | None = None,
     ) -> tuple[list[Verdict], list[Job]]:
         """The in-process worker's turn (``core.turn.settle_and_fetch``)."""
-        return _core().turn.settle_and_fetch(worker_id, settlements, queues, count, limit_report)
+        return _core().turn.settle_and_fetch(worker_id, settlements, queues, count, limit_report, types)
 
     def ack(self, job_id: Any, *, result: Any = None, lease: Lease | None = None) -> Job:
         """ACK: active -> completed (``core.settle.ack``)."""
@@ -420,6 +423,10 @@ class Worker(models.Model):
     queues = models.JSONField(default=list, blank=True)
     concurrency = models.PositiveIntegerField(null=True, blank=True)
     labels = models.JSONField(default=list, blank=True)
+    # The job types an in-process worker (ojs_worker) has handlers for, and so claims;
+    # NULL for a worker that declares none (an HTTP worker): it may run any type of its
+    # queues. What "jobs no worker can run" is computed from (core/coverage.py).
+    handles = models.JSONField(null=True, blank=True)
     # What the worker last reported, and what an operator asked of it.
     state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in WorkerState])
     directive = models.CharField(
@@ -442,6 +449,24 @@ class Worker(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["last_heartbeat_at"], name="ojs_worker_heartbeat")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class ReaperTick(models.Model):
+    """One running reaper (``manage.py ojs_reaper``) and when it last ticked.
+
+    Written by the reaper every few seconds (``core/maintenance.record_reaper_tick``),
+    so the overview can say "no reaper for N s" from a fact, not by inference from
+    overdue jobs. Rows of reapers silent for a day are pruned by the reapers still running.
+    """
+
+    id = models.CharField(max_length=255, primary_key=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    last_tick_at = models.DateTimeField()
 
     def __str__(self) -> str:
         return self.id

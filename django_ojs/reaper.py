@@ -16,8 +16,11 @@ also an outage without a restart (a cut network, a restarted pooler).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,8 +83,20 @@ class CodeScheduleSync:
         return 0
 
 
+class TickRecord:
+    """Records this reaper's tick in the store, under an id of its own (host, pid, a random part)."""
+
+    def __init__(self) -> None:
+        self.hostname, self.pid = socket.gethostname(), os.getpid()
+        self.id = f"{self.hostname}:{self.pid}:{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, limit: int) -> int:
+        return maintenance.record_reaper_tick(self.id, self.hostname, self.pid)
+
+
 def default_loops(interval: float, cron_interval: float, prune_interval: float) -> list[Loop]:
     return [
+        Loop("tick", TickRecord(), maintenance.TICK_RECORD_INTERVAL),
         Loop("cron-sync", CodeScheduleSync(), cron_interval, once=True),
         Loop("promote", maintenance.promote_due, interval),
         Loop("expire", maintenance.expire_overdue, interval),

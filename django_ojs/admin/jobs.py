@@ -42,7 +42,7 @@ from . import job_pages
 from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator
 from .display import EMPTY, breakable, human_duration, id_cell, pretty_json, state_badge
-from .filters import PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
+from .filters import FinishedWithinFilter, PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
 from .job_moves import ACTIVATE, CANCEL, DISCARD, RETRY, JobMove, moves_from
 from .workflows import workflow_link
 
@@ -341,5 +341,5 @@ class JobAdmin(JobAdminBase):
     # with the id, the state with its progress; the priority is a filter and on
     # the job's page.
     list_display = ("type_and_id", "queue_name", "state_now", "attempts", "age", "last_error")
-    list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter)
+    list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter, FinishedWithinFilter)
     ordering = ("-seq",)

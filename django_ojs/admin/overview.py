@@ -21,15 +21,15 @@ from django.urls import path, reverse
 from django.views.decorators.cache import never_cache
 
 from ..conf import ojs_settings
-from ..core import history, maintenance_mode
+from ..core import coverage, history, maintenance, maintenance_mode
 from ..core.clock import TxNow, db_now
 from ..core.counting import count_rows
-from ..core.stats import state_counts
+from ..core.stats import queue_depths, state_counts
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
-from .display import admin_changelist_url, human_duration, moment
-from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead
+from .display import admin_changelist_url, human_duration, moment, timestamp
+from .workers import LIVE_FIELDS, LIVE_REFRESH_SECONDS, is_dead, with_live_facts
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,11 @@ CHARTS = {
 # A scheduled or retryable job this late means no reaper is promoting jobs.
 OVERDUE_AFTER = dt.timedelta(minutes=1)
 WORKER_ROWS = 50
+HOUR = dt.timedelta(hours=1)
+# A queue whose oldest waiting job has waited longer is named in "needs attention".
+LONG_WAIT = dt.timedelta(minutes=5)
+# At most this many lines of one kind (queues, types) in "needs attention".
+ATTENTION_ROWS = 20
 
 
 @admin.register(Overview)
@@ -91,6 +96,7 @@ class OverviewAdmin(admin.ModelAdmin):
             "maintenance_since": moment(maintenance.enabled_at, now),
             "maintenance_end": moment(maintenance.estimated_end, now),
             "attention": self._attention(request, now),
+            "reaper": reaper_status(now),
             "workers": self._workers(request, now),
             "live_url": reverse("admin:django_ojs_worker_live"),
             "live_seconds": LIVE_REFRESH_SECONDS,
@@ -135,7 +141,7 @@ class OverviewAdmin(admin.ModelAdmin):
         if worker_admin is None or not worker_admin.has_view_permission(request):
             return None
         live = Worker.objects.filter(declared_dead_at__isnull=True)
-        workers = list(live.annotate(db_now=Value(now)).order_by("hostname", "pid", "id")[:WORKER_ROWS])
+        workers = list(with_live_facts(live, Value(now)).order_by("hostname", "pid", "id")[:WORKER_ROWS])
         columns = ("worker", "hostname", "queue_list", *LIVE_FIELDS)
         labels = [label_for_field(name, Worker, worker_admin) for name in columns]
         rows = [
@@ -146,46 +152,97 @@ class OverviewAdmin(admin.ModelAdmin):
         return {"labels": labels, "rows": rows, "total": live.count(), "shown": len(workers)}
 
     def _attention(self, request: HttpRequest, now: dt.datetime) -> list[dict[str, str]]:
-        """Signs that something is wrong, each with where to look."""
-        notes = []
+        """Signs that something is wrong, each with where to look: a list filtered to those jobs.
+
+        Each count is bounded (``count_rows``: exact to 1,000, the planner's estimate past it)
+        and read from a partial index: finished jobs by ``ojs_job_finished``, waiting ones by
+        ``ojs_job_available``, held ones by ``ojs_job_lease`` -- never a count over all history.
+        """
+        notes: list[dict[str, str]] = []
+
+        def note(kind: str, text: str, url: str) -> None:
+            notes.append({"kind": kind, "text": text, "url": url})
+
+        reaper = reaper_status(now)
+        if reaper.missing:
+            note("reaper", reaper.text, admin_changelist_url("job", state=JobState.RETRYABLE.value))
+        discarded = Job.objects.filter(state=JobState.DISCARDED)
+        last_hour = count_rows(discarded.filter(finished_at__gte=now - HOUR), 1000)
+        if last_hour.value:
+            before = count_rows(discarded.filter(finished_at__gte=now - 2 * HOUR, finished_at__lt=now - HOUR), 1000)
+            note("discarded", f"{last_hour} job(s) discarded or dead-lettered in the last hour, "
+                 f"{_trend(last_hour.value, before.value)} {before} the hour before.",
+                 admin_changelist_url("job", state=JobState.DISCARDED.value, finished_within="1h"))
+        unrunnable, _complete = coverage.unrunnable(now)
+        for item in unrunnable[:ATTENTION_ROWS]:
+            note("unrunnable", f"{item.count} job(s) of type {item.type} on queue {item.queue} that no running "
+                 f"worker can handle, the oldest waiting {human_duration(now - item.oldest_at)}: deploy its "
+                 "handler to a worker of the queue, or fix the type.",
+                 admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=item.queue, type=item.type))
+        for queue in coverage.unconsumed(now, limit=ATTENTION_ROWS):
+            note("unconsumed", f"{queue.waiting} job(s) waiting on queue {queue.queue}, and no live worker reads it.",
+                 admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=queue.queue))
         # Workers the reaper has declared dead are handled; silent ones it has not are the alarm.
         unreaped = Worker.objects.filter(declared_dead_at__isnull=True).annotate(db_now=TxNow())
-        dead = [w for w in unreaped if is_dead(w, w.db_now)]
-        if dead:
-            notes.append(
-                {
-                    "text": f"{len(dead)} worker(s) silent for over {ojs_settings.HEARTBEAT_TIMEOUT} s. "
-                    "The reaper declares dead workers dead and requeues their jobs: is ojs_reaper running?",
-                    "url": admin_changelist_url("worker"),
-                }
-            )
+        silent = [w for w in unreaped if is_dead(w, w.db_now)]
+        if silent:
+            note("silent", f"{len(silent)} worker(s) silent for over {ojs_settings.HEARTBEAT_TIMEOUT} s. "
+                 "The reaper declares dead workers dead and requeues their jobs: is ojs_reaper running?",
+                 admin_changelist_url("worker"))
+        died = Worker.objects.filter(declared_dead_at__gte=now - HOUR).count()
+        if died:
+            note("dead", f"{died} worker(s) declared dead in the last hour (no heartbeat for "
+                 f"{ojs_settings.HEARTBEAT_TIMEOUT} s: killed, frozen or cut off); their jobs were put back.",
+                 admin_changelist_url("worker"))
         lapsed = count_rows(Job.objects.filter(state=JobState.ACTIVE, lease_expires_at__lt=now), 1000)
         if lapsed.value:
-            notes.append(
-                {
-                    "text": f"{lapsed} active job(s) past their visibility deadline and not yet requeued: "
-                    "is ojs_reaper running?",
-                    "url": admin_changelist_url("job", state=JobState.ACTIVE.value),
-                }
-            )
+            note("lapsed", f"{lapsed} active job(s) past their visibility deadline and not yet requeued: "
+                 "is ojs_reaper running?", admin_changelist_url("job", state=JobState.ACTIVE.value))
         overdue = count_rows(
             Job.objects.filter(state__in=[JobState.SCHEDULED, JobState.RETRYABLE], run_at__lt=now - OVERDUE_AFTER),
             1000,
         )
         if overdue.value:
-            notes.append(
-                {
-                    "text": f"{overdue} scheduled or retryable job(s) overdue by more than "
-                    f"{human_duration(OVERDUE_AFTER)}: is ojs_reaper running?",
-                    "url": admin_changelist_url("job", state=JobState.RETRYABLE.value),
-                }
-            )
+            note("overdue", f"{overdue} scheduled or retryable job(s) overdue by more than "
+                 f"{human_duration(OVERDUE_AFTER)}: is ojs_reaper running?",
+                 admin_changelist_url("job", state=JobState.RETRYABLE.value))
+        names = list(Queue.objects.filter(paused=False).order_by("name").values_list("name", flat=True)[:ATTENTION_ROWS])
+        _, oldest = queue_depths(names) if names else ({}, {})
+        for name, since in sorted(oldest.items(), key=lambda pair: pair[1] or now):
+            if since is not None and now - since > LONG_WAIT:
+                note("waiting", f"Queue {name}: its oldest waiting job has waited {human_duration(now - since)}.",
+                     admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=name))
         paused = list(Queue.objects.filter(paused=True).order_by("name").values_list("name", flat=True)[:20])
         if paused:
-            notes.append(
-                {
-                    "text": f"Paused queue(s), not handing out jobs: {', '.join(paused)}.",
-                    "url": admin_changelist_url("queue", paused__exact="1"),
-                }
-            )
+            note("paused", f"Paused queue(s), not handing out jobs: {', '.join(paused)}.",
+                 admin_changelist_url("queue", paused__exact="1"))
         return notes
+
+
+@dataclass(frozen=True)
+class ReaperStatus:
+    """The reaper's last tick as the overview says it: ``missing`` in red, else a quiet line."""
+
+    last_tick: dt.datetime | None
+    missing: bool
+    text: str
+
+
+def reaper_status(now: dt.datetime) -> ReaperStatus:
+    """From the reapers' tick rows (``ReaperTick``): missing once ``TICKS_MISSED`` ticks passed without one."""
+    last = maintenance.last_reaper_tick()
+    if last is None:
+        return ReaperStatus(None, True, "No reaper has ticked yet: start manage.py ojs_reaper. Without it "
+                            "retries, scheduled jobs, lapsed leases and dead workers wait.")
+    silent = now - last
+    if silent.total_seconds() > maintenance.TICKS_MISSED * maintenance.TICK_RECORD_INTERVAL:
+        return ReaperStatus(last, True, f"No reaper for {int(silent.total_seconds())} s (its last tick at "
+                            f"{timestamp(last)}): retries, scheduled jobs, lapsed leases and dead workers wait. "
+                            "Is manage.py ojs_reaper running?")
+    return ReaperStatus(last, False, f"Reaper: last tick at {timestamp(last)} ({human_duration(silent)} ago).")
+
+
+def _trend(now_count: int, before: int) -> str:
+    if now_count > before:
+        return "up from"
+    return "down from" if now_count < before else "as many as"

@@ -18,7 +18,8 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, JsonResponse
 from django.urls import path, reverse
 from django.utils.html import conditional_escape, format_html
@@ -27,8 +28,8 @@ from django.views.decorators.cache import never_cache
 
 from ..conf import ojs_settings
 from ..core.clock import TxNow
-from ..core.workers import set_directive
-from ..models import Worker
+from ..core.workers import DEAD, DRAINING, held_counts, set_directive, shown_state
+from ..models import Job, Worker
 from ..protocol.states import JobState, WorkerState
 from .base import ConsoleAdmin
 from .display import (
@@ -50,14 +51,24 @@ LIVE_FIELDS = ("reported_state", "directive_status", "active_job_link", "heartbe
 
 def is_dead(worker: Worker, now: dt.datetime) -> bool:
     """Declared dead by the reaper, or silent long enough to be (when no reaper runs)."""
-    return worker.declared_dead_at is not None or now - worker.last_heartbeat_at > dt.timedelta(
-        seconds=ojs_settings.HEARTBEAT_TIMEOUT
+    return shown_state(worker, now) == DEAD
+
+
+def with_live_facts(workers: QuerySet, now: Any) -> QuerySet:
+    """Workers with ``db_now`` (``now``: the clock to judge them by) and ``held``, the jobs each holds
+    in the jobs table -- what every cell of the list and the overview reads."""
+    held = (
+        Job.objects.filter(state=JobState.ACTIVE, worker_id=OuterRef("pk"))
+        .values("worker_id").annotate(n=Count("seq")).values("n")
     )
+    return workers.annotate(db_now=now, held=Coalesce(Subquery(held), 0))
 
 
 def running_jobs(worker: Worker) -> int:
-    """How many jobs the worker is running: the one figure its "active jobs" cell and its draining note say."""
-    return worker.active_jobs
+    """How many jobs the worker holds: rows ``active`` and claimed by it (``with_live_facts``), not what
+    its last heartbeat said -- 0 for a dead worker whose jobs were recovered."""
+    held = getattr(worker, "held", None)
+    return held if held is not None else held_counts([worker.pk]).get(worker.pk, 0)
 
 
 def _terminating(worker: Worker) -> bool:
@@ -75,8 +86,8 @@ class WorkerAdmin(ConsoleAdmin):
     list_per_page = 100
     change_list_template = "admin/django_ojs/worker/change_list.html"
     fields = (
-        "id", "hostname", "pid", "queue_list", "concurrency", "labels", *LIVE_FIELDS, "started",
-        "registered", "directive_set", "active_job_ids",
+        "id", "hostname", "pid", "queue_list", "handled_types", "concurrency", "labels", *LIVE_FIELDS, "started",
+        "registered", "directive_set", "last_beat_job_ids",
     )
     readonly_fields = fields
     actions = ("quiet_workers", "terminate_workers", "resume_workers")
@@ -86,7 +97,7 @@ class WorkerAdmin(ConsoleAdmin):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).annotate(db_now=TxNow())
+        return with_live_facts(super().get_queryset(request), TxNow())
 
     # -- cells ------------------------------------------------------------------------
 
@@ -108,7 +119,18 @@ class WorkerAdmin(ConsoleAdmin):
     def queue_list(self, worker: Worker) -> str:
         return ", ".join(str(queue) for queue in worker.queues) if worker.queues else EMPTY
 
-    @admin.display(description="state reported")
+    @admin.display(description="handles")
+    def handled_types(self, worker: Worker) -> str:
+        # NULL: the worker declared no types (an HTTP worker): it may take any job of its queues.
+        if worker.handles is None:
+            return "any type (declares none)"
+        return ", ".join(worker.handles) or "no type: it claims nothing"
+
+    @admin.display(description="jobs named in its last heartbeat")
+    def last_beat_job_ids(self, worker: Worker) -> str:
+        return ", ".join(str(job_id) for job_id in worker.active_job_ids) or EMPTY
+
+    @admin.display(description="state")
     def reported_state(self, worker: Worker) -> SafeString:
         if is_dead(worker, worker.db_now):
             verdict = (
@@ -117,20 +139,21 @@ class WorkerAdmin(ConsoleAdmin):
                 else "not declared dead yet: is ojs_reaper running?"
             )
             return format_html(
-                '<span class="ojs-worker ojs-worker-dead" title="no heartbeat for over {} s; {}">dead</span> '
+                '<span class="ojs-worker ojs-worker-dead" title="no heartbeat for over {} s; {}">{}</span> '
                 '<span class="ojs-quiet">was {}</span>',
                 ojs_settings.HEARTBEAT_TIMEOUT,
                 verdict,
+                DEAD,
                 worker.state,
             )
-        if worker.state == WorkerState.TERMINATE:
+        if shown_state(worker, worker.db_now) == DRAINING:
             # Finishing its jobs before it exits (a SIGTERM, a deploy): expected, not an alarm.
             running = running_jobs(worker)
-            # The title names the state as the API and manage.py ojs report it.
             return format_html(
-                '<span class="ojs-worker ojs-worker-draining" title="state {}: finishing its jobs, then exiting">'
-                'draining</span> <span class="ojs-quiet">{}</span>',
+                '<span class="ojs-worker ojs-worker-draining" title="reported {}: finishing its jobs, then exiting">'
+                '{}</span> <span class="ojs-quiet">{}</span>',
                 WorkerState.TERMINATE.value,
+                DRAINING,
                 f"{running} job{'s' if running != 1 else ''} still running" if running else "no job left, exiting",
             )
         return format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)

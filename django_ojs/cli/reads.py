@@ -12,6 +12,8 @@ from typing import Any
 from django.db.models import Count
 from django.db.models.fields.json import KT
 
+from ..core import coverage, workers
+from ..core.clock import db_now
 from ..core.selection import JobFilter, job_uuid
 from ..models import Job, Queue, Worker
 from ..protocol.durations import format_timestamp
@@ -58,6 +60,11 @@ def list_queues() -> list[dict[str, Any]]:
     ):
         counts.setdefault(queue, {})[state] = n
     settings = {queue.name: queue for queue in Queue.objects.all()}
+    unrunnable: dict[str, list[dict[str, Any]]] = {}
+    for item in coverage.unrunnable()[0]:
+        unrunnable.setdefault(item.queue, []).append(
+            {"type": item.type, "count": item.count, "oldest_at": format_timestamp(item.oldest_at)}
+        )
     out = []
     for name in sorted(set(counts) | set(settings)):
         queue = settings.get(name)
@@ -67,25 +74,33 @@ def list_queues() -> list[dict[str, Any]]:
                 "paused": bool(queue and queue.paused),
                 "paused_at": format_timestamp(queue.paused_at) if queue else None,
                 "counts": {state: counts.get(name, {}).get(state, 0) for state in counted},
+                # Available jobs no running worker of the queue has a handler for (core/coverage.py).
+                "unrunnable": unrunnable.get(name, []),
             }
         )
     return out
 
 
 def list_workers(include_dead: bool = False) -> list[dict[str, Any]]:
-    rows = Worker.objects.order_by("id")
+    """Registered workers; ``state`` as every surface says it (``core.workers.shown_state``),
+    ``active_jobs`` the jobs each holds in the jobs table."""
+    rows = list(Worker.objects.order_by("id"))
+    now = db_now()
     if not include_dead:
-        rows = rows.filter(declared_dead_at__isnull=True)
+        rows = [worker for worker in rows if worker.declared_dead_at is None]
+    held = workers.held_counts([worker.id for worker in rows])
     return [
         {
             "id": worker.id,
             "hostname": worker.hostname,
             "pid": worker.pid,
             "queues": worker.queues,
+            "handles": worker.handles,
             "concurrency": worker.concurrency,
-            "state": worker.state,
+            "state": workers.shown_state(worker, now),
+            "reported_state": worker.state,
             "directive": worker.directive,
-            "active_jobs": worker.active_jobs,
+            "active_jobs": held.get(worker.id, 0),
             "last_heartbeat_at": format_timestamp(worker.last_heartbeat_at),
             "declared_dead_at": format_timestamp(worker.declared_dead_at),
         }

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from contextvars import ContextVar
 
 from django.core import checks
+from django.db import connections
 
+from ..core import coverage
+from ..core.clock import db_now
 from ..core.pg import prepared
 from ..handlers.registry import registry
 from . import DEFAULTS, ojs_settings
@@ -14,6 +18,9 @@ from . import DEFAULTS, ojs_settings
 # queues it reads (--queue) and warns at start about handlers it leaves
 # waiting; W004 can only judge OJS["WORKER_QUEUES"], and would contradict it.
 judge_worker_queues: ContextVar[bool] = ContextVar("judge_worker_queues", default=True)
+# W006 asks the database; past this many seconds (a database down, a host that does not
+# answer) ``check`` goes on without it.
+STORE_CHECK_SECONDS = 2.0
 
 
 @checks.register()
@@ -97,5 +104,41 @@ def _unserved_handlers() -> list[checks.CheckMessage]:
             hint=f"Add the queues to OJS['WORKER_QUEUES'] (now {list(ojs_settings.WORKER_QUEUES)!r}), or start "
             "workers with --queue for them and silence this check (SILENCED_SYSTEM_CHECKS = ['django_ojs.W004']).",
             id="django_ojs.W004",
+        )
+    ]
+
+
+@checks.register()
+def check_unrunnable_jobs(app_configs=None, **kwargs):
+    """W006: jobs wait that no running worker has a handler for (``core/coverage.py``).
+
+    Asked of the database only when it answers: in a thread of its own, given
+    ``STORE_CHECK_SECONDS``, so ``manage.py check`` (and ``migrate``, which runs
+    the checks first) is neither failed nor held up by a database that is down,
+    unreachable or not migrated yet -- the check then says nothing.
+    """
+    found: list[str] = []
+
+    def ask() -> None:
+        try:
+            items, _complete = coverage.unrunnable()
+            found.extend(coverage.describe(items, db_now()))
+        except Exception:  # down, not migrated, or no database allowed here (a test): nothing to say
+            pass
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    thread = threading.Thread(target=ask, name="django_ojs.W006", daemon=True)
+    thread.start()
+    thread.join(STORE_CHECK_SECONDS)
+    if thread.is_alive() or not found:
+        return []
+    return [
+        checks.Warning(
+            f"Jobs wait that no running worker can run: {'; '.join(found)}.",
+            hint="A worker claims only the job types it has handlers for, so these wait (available, never lost) "
+            "for one that has them: deploy the handler to a worker that reads the queue, or fix the type "
+            "the code enqueues. manage.py ojs queues names them too.",
+            id="django_ojs.W006",
         )
     ]

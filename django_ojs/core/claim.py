@@ -12,7 +12,11 @@ fill it, the engine may say which of the other queues have work
 empty queues pays two probes, not a thousand. Jobs whose ``expires_at`` has
 passed are discarded on the way, never run. Rows whose rate or concurrency
 limit is reached are held back (``core/limits.py``): they stay available
-and the probe goes on past them.
+and the probe goes on past them. ``types`` narrows the claim to jobs of those
+types: the in-process worker names the types it has handlers for, so a job
+no handler of it can run is never claimed by it and waits, ``available`` at
+attempt 0, for a worker that can (an HTTP worker names no types: any job of
+its queues).
 
 The PostgreSQL engine claims a queue without a rate or concurrency limit in
 one statement (``Engine.claim_queue``: hold, lock, activate, record); the
@@ -45,8 +49,9 @@ def fetch(
     worker_id: str | None = None,
     visibility_timeout: dt.timedelta | None = None,
     limit_report: LimitReport | None = None,
+    types: Sequence[str] | None = None,
 ) -> list[Job]:
-    """Claim up to ``count`` jobs; an empty list when there is no work.
+    """Claim up to ``count`` jobs (of ``types`` only, when given); an empty list when there is no work.
 
     ``visibility_timeout`` overrides each job's own reservation period.
     Paused queues yield nothing, and nothing is claimed in maintenance mode
@@ -59,11 +64,13 @@ def fetch(
         # One statement is a transaction of its own: no BEGIN, no COMMIT.
         # It claims all it returns or, when it has something to leave to
         # the stepwise path, nothing at all; that path then starts afresh.
-        outcome = current_engine().claim_queue(queues[0], count, worker_id, visibility_timeout, hold=bool(worker_id))
+        outcome = current_engine().claim_queue(
+            queues[0], count, worker_id, visibility_timeout, hold=bool(worker_id), types=types
+        )
         if outcome is not None and outcome.alive and outcome.plain:
             return outcome.jobs
     with transaction.atomic():
-        return claim(queues, count, worker_id, visibility_timeout, limit_report, hold=bool(worker_id))
+        return claim(queues, count, worker_id, visibility_timeout, limit_report, hold=bool(worker_id), types=types)
 
 
 def claim(
@@ -74,31 +81,32 @@ def claim(
     limit_report: LimitReport | None = None,
     *,
     hold: bool = False,
+    types: Sequence[str] | None = None,
 ) -> list[Job]:
     """Claim from ``queues`` in order, inside the caller's transaction;
-    ``hold``: the worker's row is not held yet (``hold_claimant``)."""
+    ``hold``: the worker's row is not held yet (``hold_claimant``); ``types``: only jobs of these."""
     engine = current_engine()
     claimed: list[Job] = []
     pending = list(dict.fromkeys(queues))
     narrowed = False
     while pending and len(claimed) < count:
         queue, wanted = pending.pop(0), count - len(claimed)
-        outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=hold)
+        outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=hold, types=types)
         if outcome is not None and not outcome.alive:
             # Revived first, then claimed like any other worker.
             hold_claimant(worker_id)
-            outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=False)
+            outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=False, types=types)
         if outcome is None:
             if hold:
                 hold_claimant(worker_id)
-            claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report))
+            claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report, types))
         else:
             claimed.extend(outcome.jobs)
             if not outcome.plain:
-                claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report))
+                claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report, types))
         hold = False
         if len(claimed) < count and pending and not narrowed:
-            pending = engine.queues_with_work(pending)
+            pending = engine.queues_with_work(pending, types)
             narrowed = True
     if hold:
         hold_claimant(worker_id)  # no queue to claim from: revived all the same
@@ -111,19 +119,22 @@ def claim_from(
     worker_id: str | None,
     visibility_timeout: dt.timedelta | None,
     limit_report: LimitReport | None = None,
+    types: Sequence[str] | None = None,
 ) -> list[Job]:
     """The stepwise claim of one queue: lock candidates, expire, admit under limits, activate."""
     # Uncorrelated on purpose: PostgreSQL checks it once (a one-time
     # filter) and keeps the index scan. Correlated on job.queue, it
     # became an anti-join that read and sorted the whole backlog.
     paused = Exists(Queue.objects.filter(name=queue, paused=True))
+    available = Job.objects.filter(state=JobState.AVAILABLE, queue=queue)
+    if types is not None:
+        available = available.filter(type__in=list(types))
     claimed: list[Job] = []
     held = limits.Held()
     while len(claimed) < count:
         rows = list(
             held.exclude(
-                Job.objects.select_for_update(skip_locked=True)
-                .filter(state=JobState.AVAILABLE, queue=queue)
+                available.select_for_update(skip_locked=True)
                 .exclude(paused)
             )
             .annotate(db_now=TxNow())

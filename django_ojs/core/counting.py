@@ -12,6 +12,8 @@ timeout, so a filter no index serves cannot hold a page hostage.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import OperationalError, connections, transaction
@@ -54,20 +56,28 @@ def count_rows(queryset: QuerySet, limit: int = EXACT_COUNT_LIMIT) -> Tally:
 def _bounded_count(queryset: QuerySet, limit: int) -> int | None:
     """Count at most ``limit + 1`` rows; None when the count ran out of time."""
     bounded = queryset.order_by().values("pk")[: limit + 1]
-    connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
-        return bounded.count()
     try:
-        with transaction.atomic(using=queryset.db):
-            previous = _set_statement_timeout(connection, f"{COUNT_TIMEOUT_MS}ms")
-            count = bounded.count()
-            # Within a caller's transaction (ATOMIC_REQUESTS) the setting would
-            # outlive this savepoint: put the caller's back.
-            _set_statement_timeout(connection, previous)
-            return count
+        with time_boxed(queryset.db, seconds=COUNT_TIMEOUT_MS / 1000):
+            return bounded.count()
     except OperationalError:
-        # The savepoint's rollback has restored the caller's timeout.
         return None
+
+
+@contextmanager
+def time_boxed(using: str, *, seconds: float) -> Iterator[None]:
+    """Run the block's statements in a savepoint cut off after ``seconds`` on PostgreSQL
+    (``OperationalError`` when one runs out of time); elsewhere as is."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(using=using):
+        previous = _set_statement_timeout(connection, f"{int(seconds * 1000)}ms")
+        yield
+        # Within a caller's transaction (ATOMIC_REQUESTS) the setting would
+        # outlive this savepoint: put the caller's back. (On an error the
+        # savepoint's rollback restores it.)
+        _set_statement_timeout(connection, previous)
 
 
 def _set_statement_timeout(connection, value: str) -> str:

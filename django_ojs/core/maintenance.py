@@ -13,10 +13,10 @@ import datetime as dt
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models import Exists, Max, OuterRef, Q, Value
 
 from ..conf import ojs_settings
-from ..models import Event, Job, JobError, Worker, Workflow, WorkflowNode
+from ..models import Event, Job, JobError, ReaperTick, Worker, Workflow, WorkflowNode
 from ..protocol.failure import Failure
 from ..protocol.states import WAITING, JobState, Move, sources, target
 from ..protocol.workflows import DONE
@@ -269,3 +269,33 @@ def record_history(limit: int) -> int:
         history.prune(now)
         cursor.save()
     return counted
+
+
+# A reaper's row is pruned once it has been silent this long (by the reapers still ticking).
+REAPER_ROW_RETENTION = dt.timedelta(days=1)
+# How often a reaper records that it is ticking (its "tick" loop); the overview says
+# "no reaper" once TICKS_MISSED of these have passed without one.
+TICK_RECORD_INTERVAL = 5.0
+TICKS_MISSED = 3
+
+
+def record_reaper_tick(reaper_id: str, hostname: str, pid: int) -> int:
+    """Record that the reaper ``reaper_id`` is ticking (``ReaperTick``), by the database clock.
+
+    What the overview's "no reaper for N s" reads; rows of reapers silent for
+    ``REAPER_ROW_RETENTION`` are deleted on the way. Returns 0: it moves no job.
+    """
+    with transaction.atomic():
+        now = db_now()
+        ReaperTick.objects.update_or_create(
+            id=reaper_id,
+            defaults={"last_tick_at": now, "hostname": hostname, "pid": pid},
+            create_defaults={"last_tick_at": now, "started_at": now, "hostname": hostname, "pid": pid},
+        )
+        ReaperTick.objects.filter(last_tick_at__lt=now - REAPER_ROW_RETENTION).delete()
+    return 0
+
+
+def last_reaper_tick() -> dt.datetime | None:
+    """When any reaper last ticked; None if none ever did (or all rows were pruned)."""
+    return ReaperTick.objects.aggregate(last=Max("last_tick_at"))["last"]

@@ -28,13 +28,26 @@ class StepwiseEngine:
         return None
 
     def claim_queue(
-        self, queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None, *, hold: bool
+        self,
+        queue: str,
+        count: int,
+        worker_id: str | None,
+        visibility_timeout: dt.timedelta | None,
+        *,
+        hold: bool,
+        types: Sequence[str] | None = None,
     ) -> ClaimOutcome | None:
-        """Claim from one queue; None when its claim is left to the steps (a limited queue, this engine)."""
+        """Claim from one queue (jobs of ``types`` only, when given); None when its claim is left to
+        the steps (a limited queue, this engine)."""
         return None
 
     def turn(
-        self, worker_id: str, settlements: Sequence[Settlement], queues: Sequence[str], count: int
+        self,
+        worker_id: str,
+        settlements: Sequence[Settlement],
+        queues: Sequence[str],
+        count: int,
+        types: Sequence[str] | None = None,
     ) -> TurnOutcome | None:
         """A worker's whole turn outside a transaction; None when the batch needs deciding row by row."""
         return None
@@ -64,6 +77,7 @@ class StepwiseEngine:
         """Record one event per job from its row; False: the caller builds them in Python."""
         return False
 
-    def queues_with_work(self, names: list[str]) -> list[str]:
-        """The queues among ``names`` worth probing, in order: here all of them."""
+    def queues_with_work(self, names: list[str], types: Sequence[str] | None = None) -> list[str]:
+        """The queues among ``names`` worth probing (for jobs of ``types``, when given), in order:
+        here all of them."""
         return names

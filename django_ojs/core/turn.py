@@ -34,8 +34,10 @@ def settle_and_fetch(
     queues: Sequence[str],
     count: int,
     limit_report: LimitReport | None = None,
+    types: Sequence[str] | None = None,
 ) -> tuple[list[Verdict], list[Job]]:
-    """Write this worker's finished attempts and claim up to ``count`` jobs; a verdict per attempt, and the jobs.
+    """Write this worker's finished attempts and claim up to ``count`` jobs (of ``types`` only, when
+    given: the types it has handlers for); a verdict per attempt, and the jobs.
 
     In maintenance mode the attempts are written and nothing is claimed.
     """
@@ -43,23 +45,23 @@ def settle_and_fetch(
         count = 0
     if not connection.in_atomic_block:
         if not settlements:
-            return [], fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
-        turn = current_engine().turn(worker_id, settlements, queues, count)
+            return [], fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report, types=types)
+        turn = current_engine().turn(worker_id, settlements, queues, count, types)
         if turn is not None and turn.settled:
             jobs = turn.jobs
             if count and not turn.claimed:
-                jobs = _claim_after_written_batch(queues, count, worker_id, limit_report)
+                jobs = _claim_after_written_batch(queues, count, worker_id, limit_report, types)
             return [Verdict.COMPLETED] * len(settlements), jobs
     with transaction.atomic():
         claiming = count > 0
         verdicts = settle_many(settlements, holding=worker_id if claiming else None)
         held = claiming and bool(settlements)
-        jobs = claim(queues, count, worker_id, None, limit_report, hold=not held) if claiming else []
+        jobs = claim(queues, count, worker_id, None, limit_report, hold=not held, types=types) if claiming else []
     return verdicts, jobs
 
 
 def _claim_after_written_batch(
-    queues: Sequence[str], count: int, worker_id: str, limit_report: LimitReport | None
+    queues: Sequence[str], count: int, worker_id: str, limit_report: LimitReport | None, types: Sequence[str] | None
 ) -> list[Job]:
     """The claim that follows a batch its own statement wrote and committed.
 
@@ -69,7 +71,7 @@ def _claim_after_written_batch(
     turn claims (and meets the outage, if it is one).
     """
     try:
-        return fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report)
+        return fetch(queues, count=count, worker_id=worker_id, limit_report=limit_report, types=types)
     except DatabaseError as exc:
         logger.warning("claim after a written batch failed (%s); the next turn claims", exc)
         return []

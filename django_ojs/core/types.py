@@ -89,6 +89,8 @@ class WorkerInfo:
     concurrency: int | None = None
     labels: list[str] | None = None
     started_at: dt.datetime | None = None
+    # The job types it has handlers for (the in-process worker); None: not declared, any type.
+    handles: list[str] | None = None
 
     def fields(self) -> dict[str, Any]:
         return {name: value for name, value in self.__dict__.items() if value is not None}

@@ -27,7 +27,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Value
+from django.db.models import Count, F, Value
 
 from ..conf import ojs_settings
 from ..models import Job, Worker
@@ -37,6 +37,41 @@ from . import events
 from .clock import TxNow, db_now
 from .settle import settle_rows
 from .types import BeatReply, HeldJob, Settle, WorkerInfo
+
+# What every surface says a worker is (the admin, manage.py ojs workers, the admin API,
+# the metrics), derived from facts by ``shown_state``:
+RUNNING = "running"  # heartbeating and fetching
+QUIET = "quiet"  # heartbeating, not fetching (SIGTSTP or an operator's quiet): finishing what it holds
+DRAINING = "draining"  # shutting down (SIGTERM, a terminate directive): finishing its jobs, then exiting
+DEAD = "dead"  # declared dead by the reaper, or silent past HEARTBEAT_TIMEOUT; its jobs are (or will be) recovered
+SHOWN_STATES = (RUNNING, QUIET, DRAINING, DEAD)
+
+
+def shown_state(worker: Worker, now: dt.datetime) -> str:
+    """The state of ``worker`` at ``now`` (the database clock), from facts, not from its last word.
+
+    Dead once the reaper declared it so, or once it has been silent past
+    ``HEARTBEAT_TIMEOUT`` (ojs-admin-api's "stale"), whatever its last
+    heartbeat said; draining while it reports ``terminate``; otherwise what it
+    reported, running or quiet. A worker that stopped cleanly deregistered:
+    its row is gone.
+    """
+    silent = now - worker.last_heartbeat_at > dt.timedelta(seconds=ojs_settings.HEARTBEAT_TIMEOUT)
+    if worker.declared_dead_at is not None or silent:
+        return DEAD
+    if worker.state == WorkerState.TERMINATE:
+        return DRAINING
+    return QUIET if worker.state == WorkerState.QUIET else RUNNING
+
+
+def held_counts(worker_ids: Sequence[str]) -> dict[str, int]:
+    """The jobs each worker holds now: rows ``active`` and claimed by it (the partial index of held
+    jobs), not the number its last heartbeat reported -- a dead worker's jobs, once recovered, are 0."""
+    rows = (
+        Job.objects.filter(state=JobState.ACTIVE, worker_id__in=list(worker_ids))
+        .values_list("worker_id").annotate(n=Count("seq")).order_by()
+    )
+    return {worker_id: n for worker_id, n in rows}
 
 
 def register(worker_id: str, info: WorkerInfo = WorkerInfo()) -> Worker:

@@ -34,8 +34,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from ..core import coverage
 from ..core.clock import db_now
 from ..core.stats import queue_depths
+from ..core.workers import DEAD, SHOWN_STATES, shown_state
 from ..models import Queue, Worker
 from ..protocol.states import JobState
 from .signals import count_with, stop_counting
@@ -201,17 +203,25 @@ class StoreCollector:
         for queue in names:
             at = oldest.get(queue)
             age.add_metric([queue], max((now - at).total_seconds(), 0.0) if at else 0.0)
-        workers = GaugeMetricFamily("ojs_workers", "Registered workers by state; dead ones as \"dead\".",
-                                    labels=["state"])
-        by_state: dict[str, int] = {}
-        for state, dead in Worker.objects.values_list("state", "declared_dead_at"):
-            key = "dead" if dead else state
-            by_state[key] = by_state.get(key, 0) + 1
-        for state, value in sorted(by_state.items()):
+        workers = GaugeMetricFamily(
+            "ojs_workers", "Registered workers by state: running, quiet, draining, dead (as the admin says).",
+            labels=["state"],
+        )
+        by_state = dict.fromkeys(SHOWN_STATES, 0)
+        for worker in Worker.objects.only("state", "last_heartbeat_at", "declared_dead_at"):
+            by_state[shown_state(worker, now)] += 1
+        for state, value in by_state.items():
             workers.add_metric([state], value)
-        active = GaugeMetricFamily("ojs_workers_active", "Workers not declared dead.")
-        active.add_metric([], sum(v for k, v in by_state.items() if k != "dead"))
-        yield from (depth, busy, age, workers, active)
+        active = GaugeMetricFamily("ojs_workers_active", "Workers alive: running, quiet or draining.")
+        active.add_metric([], sum(v for k, v in by_state.items() if k != DEAD))
+        unrunnable = GaugeMetricFamily(
+            "ojs_jobs_unrunnable",
+            "Available jobs per queue and type that no running worker of the queue has a handler for.",
+            labels=["queue", "type"],
+        )
+        for item in coverage.unrunnable(now)[0]:
+            unrunnable.add_metric([item.queue, item.type], item.count)
+        yield from (depth, busy, age, workers, active, unrunnable)
 
 
 def exposition() -> bytes:

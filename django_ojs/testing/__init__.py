@@ -182,7 +182,8 @@ class JobsUnderTest:
         while len(ran) < max_jobs:
             make_due(queues, scheduled=with_scheduled)
             names = queues if queues is not None else _queues_with_available_jobs()
-            claimed = fetch(names, count=1) if names else []
+            # Only types with a handler, as the worker claims: the others stay available.
+            claimed = fetch(names, count=1, types=registry.types()) if names else []
             if not claimed:
                 break
             ran.append(self._run(claimed[0]))
@@ -218,7 +219,7 @@ class JobsUnderTest:
                 except (TypeError, ValueError) as exc:
                     error, failure = exc, failures.invalid_result(exc)
         if failure is not None:
-            fail(job.id, failure, lease=lease)
+            fail(job.id, failure, lease=lease, requeue=failure.type in failures.RELEASED)
             outcome = Ran(job, error=error)
         else:
             ack(job.id, result=result, lease=lease)

@@ -16,6 +16,8 @@ NO_HANDLER = "HandlerNotFound"
 TIMEOUT = "timeout"  # ojs-timeouts §7.1, the type the reaper uses too
 SHUTDOWN = "ShutdownError"  # ojs-graceful-shutdown §5.3
 INVALID_RESULT = "InvalidResult"
+# Failures that put the job back, ``available`` with its attempt refunded: not the job's fault.
+RELEASED = frozenset({SHUTDOWN, NO_HANDLER})
 
 
 def backtrace_frames(exc: BaseException) -> list[str]:
@@ -42,12 +44,18 @@ def failure_from_exception(exc: BaseException, *, omit_backtrace: bool = False) 
 
 
 def no_handler(job_type: str, known: list[str]) -> Failure:
-    """A job nobody can run: retrying on the same fleet cannot help (non-retryable)."""
+    """A job this worker claimed but has no handler for (it was unregistered since the claim).
+
+    The worker claims only its handlers' types, so this is rare; the job is
+    put back (``RELEASED``), its attempt refunded, for a worker that has the
+    handler -- never discarded: a missing handler is the deployment's fault,
+    not the job's.
+    """
     hint = f"; registered types: {', '.join(known)}" if known else "; no handler is registered"
     return Failure(
         type=NO_HANDLER,
-        message=f"no handler is registered for job type {job_type!r} in this worker{hint}",
-        retryable=False,
+        message=f"no handler is registered for job type {job_type!r} in this worker{hint}; the job was put back",
+        retryable=True,
     )
 
 

@@ -55,7 +55,7 @@ from django.utils import timezone
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..core import workers
+from ..core import coverage, workers
 from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
 from ..handlers.context import JobContext
@@ -212,6 +212,7 @@ class Runtime:
                 concurrency=self.config.concurrency,
                 labels=list(self.config.labels),
                 started_at=timezone.now(),
+                handles=self.handlers.types(),
             ),
         )
         if not registered:
@@ -253,7 +254,25 @@ class Runtime:
                 "with --queue for each", ", ".join(self.config.queues),
                 ", ".join(f"{job_type} -> {queue}" for job_type, queue in unserved.items()),
             )
+        self._warn_of_waiting_types()
         return True
+
+    def _warn_of_waiting_types(self) -> None:
+        """One WARNING line when jobs wait on this worker's queues that it has no handler for:
+        it leaves them, and they wait for a worker that has one (a rolling deploy's new type,
+        a typo). A question, not a duty: a database error here does not stop the start."""
+        handled = self.handlers.types()
+        try:
+            missing, _complete = coverage.uncovered({queue: handled for queue in self.config.queues})
+        except DatabaseError as exc:
+            logger.debug("could not look for waiting jobs of other types: %s", exc)
+            return
+        if missing:
+            logger.warning(
+                "jobs wait on this worker's queues that it has no handler for, and will not run them: %s. "
+                "They wait for a worker that has the handler (manage.py ojs queues names them)",
+                "; ".join(f"{item.count} of type {item.type} on {item.queue}" for item in missing),
+            )
 
     def _register(self, info: WorkerInfo) -> bool:
         """Register, waiting for the database while it is unreachable; False if told to stop first.
@@ -460,8 +479,11 @@ class Runtime:
             self._next_poll = now + (self.config.listen_poll_interval if listening else self.config.poll_interval)
         limited = LimitReport()
         try:
+            # Only the types this worker has handlers for: a job of another type waits,
+            # untouched, for a worker that can run it (a rolling deploy's new types).
             verdicts, jobs = settle_and_fetch(
-                self.id, self._settlements(batch), self.config.queues, count, limit_report=limited
+                self.id, self._settlements(batch), self.config.queues, count, limit_report=limited,
+                types=self.handlers.types(),
             )
         except DatabaseError as exc:
             self._database_failed("writing outcomes" if batch else "fetch", exc)
@@ -568,8 +590,9 @@ class Runtime:
                 failure = replace(failure, details={**(failure.details or {}), "worker_id": self.id})
             settlements.append(Settlement(
                 execution.job.id, execution.lease, result=execution.outcome.result, failure=failure,
-                # Interrupted by a shutdown: released without charging the attempt.
-                requeue=failure is not None and failure.type == failures.SHUTDOWN,
+                # Interrupted by a shutdown, or its handler gone since the claim: released
+                # without charging the attempt, for a worker that can run it.
+                requeue=failure is not None and failure.type in failures.RELEASED,
             ))
         return settlements
 

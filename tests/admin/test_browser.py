@@ -556,3 +556,57 @@ def test_a_draining_worker_is_calm(page, live_server):
     assert badge.evaluate("(element) => getComputedStyle(element).backgroundColor") != red
     asked = row_of(page, "asked-to-quiet").locator("td.field-directive_status").inner_text()
     assert re.fullmatch(r"quiet requested (now|\d+ s ago), not applied yet", asked), asked
+
+
+def test_the_overview_names_what_needs_attention_and_each_line_leads_to_its_jobs(page, live_server):
+    from django_ojs.core.clock import db_now
+    from django_ojs.models import ReaperTick
+
+    discarded = Job.objects.push(parse_job({"type": "invoice.render", "args": [1], "options": {"queue": "billing"}}))
+    Job.objects.fetch(["billing"], worker_id=None)
+    Job.objects.fail(discarded.id, Failure(type="RenderError", message="no template", retryable=False))
+    Worker.objects.register("w-live", WorkerInfo(queues=["default"], handles=["email.send"]))
+    Worker.objects.register("w-gone", WorkerInfo(queues=["mail"], handles=["email.send"]))
+    Worker.objects.filter(pk="w-gone").update(last_heartbeat_at=db_now() - dt.timedelta(minutes=5))
+    assert Worker.objects.reap_dead(100) == 0  # declared dead: nothing held to recover
+    unrunnable = Job.objects.push(parse_job({"type": "report.new_kind", "args": [], "options": {"queue": "default"}}))
+    stopped_at = db_now() - dt.timedelta(minutes=5)
+    ReaperTick.objects.create(id="reaper-1", started_at=stopped_at, last_tick_at=stopped_at)
+
+    overview = f"{live_server.url}/admin/django_ojs/overview/"
+    page.goto(overview)
+    notes = page.locator("ul.ojs-attention")
+    expect(notes.locator('[data-attention="discarded"]')).to_contain_text(
+        "1 job(s) discarded or dead-lettered in the last hour")
+    expect(notes.locator('[data-attention="unrunnable"]')).to_contain_text(
+        "1 job(s) of type report.new_kind on queue default that no running worker can handle")
+    expect(notes.locator('[data-attention="dead"]')).to_contain_text("1 worker(s) declared dead in the last hour")
+    reaper = notes.locator('[data-attention="reaper"]')
+    expect(reaper).to_contain_text(re.compile(r"No reaper for \d+ s"))
+    assert reaper.locator("a").evaluate("(element) => getComputedStyle(element).color") == "rgb(186, 33, 33)"
+    screenshot(page, "07-overview-attention")
+
+    notes.locator('[data-attention="discarded"] a').click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.locator("#result_list")).to_contain_text(str(discarded.id)[-8:])
+    assert "state=discarded" in page.url and "finished_within=1h" in page.url
+
+    page.goto(overview)
+    notes.locator('[data-attention="unrunnable"] a').click()
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.locator("#result_list")).to_contain_text(str(unrunnable.id)[-8:])
+    assert "type=report.new_kind" in page.url and "queue=default" in page.url
+
+    page.goto(overview)
+    notes.locator('[data-attention="dead"] a').click()
+    expect(row_of(page, "w-gone").locator("td.field-reported_state")).to_contain_text("dead")
+
+    page.goto(overview)
+    notes.locator('[data-attention="reaper"] a').click()
+    assert "state=retryable" in page.url  # what waits for a reaper: retries come due only through it
+
+    # A reaper ticking again: no alarm, its last tick said quietly.
+    ReaperTick.objects.filter(pk="reaper-1").update(last_tick_at=db_now())
+    page.goto(overview)
+    expect(page.locator('[data-attention="reaper"]')).to_have_count(0)
+    expect(page.locator('[data-reaper="ticking"]')).to_contain_text("Reaper: last tick")

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from django_ojs.canvas import chain, group, signature
 from django_ojs.core.types import WorkerInfo
-from django_ojs.models import Job, Queue, Worker
+from django_ojs.models import Job, Queue, ReaperTick, Worker
 from django_ojs.protocol.envelope import parse_job
 
 from .browser import VIEWPORT as DOCS_VIEWPORT
@@ -41,7 +41,10 @@ def a_busy_store() -> dict[str, Job]:
     Job.objects.push(parse_job({"type": "report.build", "args": ["nightly"],
                                 "options": {"queue": "reports", "scheduled_at": in_an_hour}}))
     Worker.objects.register("web-1-4242", WorkerInfo(hostname="web-1", pid=4242, queues=["email", "default"],
-                                                    concurrency=10))
+                                                    concurrency=10, handles=["email.send"]))
+    # A type the running worker has no handler for (a deploy on its way), and a reaper ticking.
+    build_job("available", type="email.digest", queue="email", args=["weekly"])
+    ReaperTick.objects.create(id="reaper-1", started_at=timezone.now(), last_tick_at=timezone.now())
     made["active"] = Job.objects.fetch(["email"], worker_id="web-1-4242")[0]
     made["workflow"] = chain(
         signature("catalogue.import", ["acme"]),

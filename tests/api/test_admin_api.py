@@ -364,19 +364,23 @@ def test_workers_list_says_each_state_and_counts_held_jobs_from_the_jobs_table(a
     Worker.objects.register("w-run")
     Worker.objects.register("w-quiet")
     Worker.objects.register("w-dead")
+    Worker.objects.register("w-going")
     claim("w-run")
     claim("w-run")
     Worker.objects.set_directive(["w-quiet"], "quiet")
     Worker.objects.beat("w-quiet", state="quiet")
+    Worker.objects.beat("w-going", state="terminate")  # SIGTERM: finishing its jobs
     Worker.objects.filter(pk="w-dead").update(last_heartbeat_at=ago(minutes=5))
     Worker.objects.filter(pk="w-run").update(active_jobs=9)  # what a heartbeat said earlier
 
     body = api.get(f"{ADMIN}/workers").json()
 
     by_id = {worker["id"]: worker for worker in body["items"]}
-    assert {key: by_id[key]["state"] for key in by_id} == {"w-run": "running", "w-quiet": "quiet", "w-dead": "dead"}
+    assert {key: by_id[key]["state"] for key in by_id} == {
+        "w-run": "running", "w-quiet": "quiet", "w-dead": "dead", "w-going": "draining"}
+    assert by_id["w-going"]["reported_state"] == "terminate"
     assert by_id["w-run"]["active_jobs"] == 2
-    assert body["summary"] == {"total": 3, "running": 1, "quiet": 1, "terminate": 0, "dead": 1}
+    assert body["summary"] == {"total": 4, "running": 1, "quiet": 1, "draining": 1, "dead": 1}
     detail = api.get(f"{ADMIN}/workers/w-run").json()
     assert len(detail["jobs"]) == 2 and {job["state"] for job in detail["jobs"]} == {"active"}
     assert api.get(f"{ADMIN}/workers/nobody").status_code == 404

@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, OperationalError, connections
 
-from django_ojs.models import CronJob, Job, JobError, Worker
+from django_ojs.models import CronJob, Job, JobError, ReaperTick, Worker
 from django_ojs.protocol.cron_jobs import CronSpec
 from django_ojs.reaper import MAX_ROUNDS, Loop, Reaper
 from tests.helpers import ago, database_url, race, reload
@@ -42,7 +42,10 @@ def test_one_tick_runs_every_loop_once(transactional_db, spec):
     lapsed_active(spec, 1)
     moved = Reaper().tick()
     assert set(moved) == {
-        "cron-sync", "promote", "expire", "leases", "timeouts", "workers", "cron", "prune", "history"}
+        "tick", "cron-sync", "promote", "expire", "leases", "timeouts", "workers", "cron", "prune", "history"}
+    # The tick is recorded, by the database clock, for the overview's "no reaper for N s".
+    [row] = ReaperTick.objects.all()
+    assert row.last_tick_at == row.started_at and row.pid == os.getpid()
     assert (moved["promote"], moved["leases"], moved["expire"]) == (2, 1, 0)
 
 

@@ -131,3 +131,21 @@ def test_a_result_that_is_not_json_fails_the_attempt(ojs_jobs):
 def test_without_a_context_the_helpers_say_so():
     with pytest.raises(RuntimeError, match=r"no django_ojs\.testing context"):
         testing.assert_enqueued("tt.welcome")
+
+
+def test_drain_leaves_a_job_no_handler_can_run_waiting_as_the_worker_does(ojs_jobs):
+    orphan = django_ojs.enqueue("nobody.handles.this", [1])
+    handlers.welcome.enqueue("a@example.com")
+    ran = ojs_jobs.drain()
+    assert [r.job.type for r in ran] == ["tt.welcome"]
+    orphan.refresh_from_db()
+    assert (orphan.state, orphan.attempt) == ("available", 0)
+
+
+def test_a_job_whose_handler_is_missing_when_it_runs_is_put_back_not_discarded(ojs_inline):
+    with pytest.raises(LookupError):
+        django_ojs.enqueue("nobody.handles.this", [1])
+    job = Job.objects.get(type="nobody.handles.this")
+    # Released: the attempt is not charged against max_attempts.
+    assert (job.state, job.attempt - job.releases) == ("available", 0)
+    assert JobError.objects.get(job=job).type == "HandlerNotFound"

@@ -56,7 +56,7 @@ def test_an_exception_without_text_is_named_by_its_repr():
 
 
 def test_runtime_failures():
-    assert failures.no_handler("a.b", []).retryable is False
+    assert failures.no_handler("a.b", []).retryable is True and failures.NO_HANDLER in failures.RELEASED
     assert failures.shutdown("bye").type == "ShutdownError" and failures.shutdown("bye").retryable is True
     assert failures.timed_out(1.5).type == "timeout"
 

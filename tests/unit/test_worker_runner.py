@@ -15,6 +15,7 @@ import pytest
 from django_ojs.core.types import Lease
 from django_ojs.handlers.context import JobContext
 from django_ojs.handlers.registry import HandlerRegistry
+from django_ojs.worker import failures
 from django_ojs.worker.execution import Execution, Runner
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +52,9 @@ def test_exceptions_and_bad_results_become_failures():
     assert failure.backtrace[0].startswith("at boom (")
     assert runner(execution("a.bad")).failure.type == "InvalidResult"
     missing = runner(execution("a.missing")).failure
-    assert (missing.type, missing.retryable) == ("HandlerNotFound", False)
+    # Put back for a worker that has the handler, never discarded (worker/failures.RELEASED).
+    assert (missing.type, missing.retryable) == ("HandlerNotFound", True)
+    assert missing.type in failures.RELEASED
 
 
 def test_execution_middleware_wraps_the_handler():

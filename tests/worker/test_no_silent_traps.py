@@ -58,3 +58,29 @@ def test_check_warns_about_worker_queues_but_a_worker_given_its_queues_does_not(
     served = worker("--queue", "default", env=elsewhere)
     assert "W004" not in served.output
     assert "this worker reads queues" not in served.output
+
+
+def test_a_worker_says_at_start_which_waiting_jobs_it_has_no_handler_for_and_leaves_them(worker):
+    orphan = django_ojs.enqueue("nobody.handles.this", [1])
+    django_ojs.enqueue("nobody.handles.this", [2])
+    started = worker(env=BARE)
+    line = started.wait_for_output(r"WARNING django_ojs.worker: jobs wait on this worker's queues .*").group(0)
+    assert "2 of type nobody.handles.this on default" in line
+    ran = django_ojs.enqueue("probe.record", [0])
+    wait_until(lambda: Job.objects.get(pk=ran.pk).state == "completed", PATIENCE, "the probe job to complete")
+    orphan.refresh_from_db()
+    assert (orphan.state, orphan.attempt) == ("available", 0)  # passed over, never claimed
+
+
+def test_check_warns_of_jobs_no_running_worker_can_run_and_says_nothing_without_a_database(processes, worker):
+    worker(env=BARE)
+    django_ojs.enqueue("nobody.handles.this", [1])
+    check = processes("check", env=BARE)
+    assert check.wait(timeout=PATIENCE) == 0
+    assert "django_ojs.W006" in check.output
+    assert "1 job(s) of type 'nobody.handles.this' on queue 'default'" in check.output
+
+    # A database that is down: check neither fails nor waits for it.
+    down = processes("check", env={**BARE, "DATABASE_URL": "postgres://postgres@127.0.0.1:1/nothing"})
+    assert down.wait(timeout=PATIENCE) == 0
+    assert "W006" not in down.output

@@ -17,13 +17,13 @@ from rest_framework.response import Response
 from ...core import history, maintenance_mode
 from ...core.clock import db_now
 from ...core.stats import state_counts, throughput
+from ...core.workers import DEAD, shown_state
 from ...models import Queue, Worker
 from ...protocol.durations import format_timestamp
 from ...protocol.envelope import validate_queue_name
 from ...protocol.states import JobState
 from ..system import uptime_seconds
 from .base import AdminView, rendered_counts, timestamp_param
-from .workers import DEAD, shown_state
 
 # The wire's names for the history's transitions (ojs-admin-api §10.2 names the first three).
 WIRE_NAMES = {"completed": "processed", "discarded": "failed", "enqueued": "enqueued", "retried": "retried",

@@ -1,9 +1,9 @@
 """Workers (ojs-admin-api §9): list with a summary by state, detail with the jobs it holds, quiet, deregister.
 
-What state an operator is told a worker is in is decided in one place here,
-``shown_state``; the admin's workers page decides the same
-(``admin/workers.is_dead``). The count of jobs a worker holds comes from the
-jobs table (``ojs_job_owner``), not from what its last heartbeat said.
+What state an operator is told a worker is in is decided in one place,
+``core.workers.shown_state``, which the admin, ``manage.py ojs workers`` and the
+metrics use too. The count of jobs a worker holds comes from the jobs table
+(``core.workers.held_counts``), not from what its last heartbeat said.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import datetime as dt
 from collections import Counter
 from typing import Any
 
-from django.db.models import Count
 from rest_framework.response import Response
 
 from ...conf import ojs_settings
 from ...core import workers
 from ...core.clock import db_now
+from ...core.workers import DEAD, SHOWN_STATES, held_counts, shown_state
 from ...models import Job, Worker
 from ...protocol.durations import format_timestamp
 from ...protocol.errors import Conflict, NotFound
@@ -27,17 +27,8 @@ from .base import AdminView
 from .jobs import listed, render_listed
 from .paging import page_of
 
-DEAD = "dead"
-SHOWN_STATES = ("running", "quiet", "terminate", DEAD)
 # The jobs a worker detail lists (a worker holds at most its concurrency).
 HELD_SHOWN = 1000
-
-
-def shown_state(worker: Worker, now: dt.datetime) -> str:
-    """``dead`` once the reaper declared it so or it has been silent past ``HEARTBEAT_TIMEOUT``
-    (ojs-admin-api's "stale"); otherwise the state it last reported: running, quiet, terminate."""
-    silent = now - worker.last_heartbeat_at > dt.timedelta(seconds=ojs_settings.HEARTBEAT_TIMEOUT)
-    return DEAD if worker.declared_dead_at is not None or silent else str(worker.state)
 
 
 def render_worker(worker: Worker, now: dt.datetime, held: int) -> dict[str, Any]:
@@ -50,6 +41,7 @@ def render_worker(worker: Worker, now: dt.datetime, held: int) -> dict[str, Any]
         "directive": worker.directive,
         "directive_set_at": format_timestamp(worker.directive_set_at),
         "queues": worker.queues,
+        "handles": worker.handles,
         "concurrency": worker.concurrency,
         "labels": worker.labels,
         "active_jobs": held,
@@ -58,15 +50,6 @@ def render_worker(worker: Worker, now: dt.datetime, held: int) -> dict[str, Any]
         "last_heartbeat_at": format_timestamp(worker.last_heartbeat_at),
         "declared_dead_at": format_timestamp(worker.declared_dead_at),
     }
-
-
-def held_counts(worker_ids: list[str]) -> dict[str, int]:
-    """Active jobs per worker, counted from the jobs table (the partial index of held jobs)."""
-    rows = (
-        Job.objects.filter(state=JobState.ACTIVE, worker_id__in=worker_ids)
-        .values_list("worker_id").annotate(n=Count("seq")).order_by()
-    )
-    return dict(rows)
 
 
 def worker_named(worker_id: str) -> Worker:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection
@@ -45,25 +46,33 @@ from .rows import raw_loaded
 
 
 def claim(
-    queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None, *, hold: bool
+    queue: str,
+    count: int,
+    worker_id: str | None,
+    visibility_timeout: dt.timedelta | None,
+    *,
+    hold: bool,
+    types: Sequence[str] | None = None,
 ) -> ClaimOutcome:
-    """Claim up to ``count`` plain jobs of ``queue``; ``hold``: lock the worker's row first."""
+    """Claim up to ``count`` plain jobs of ``queue``; ``hold``: lock the worker's row first;
+    ``types``: only jobs of these types (None: any type)."""
     listening = signals.wanted()
-    sql = _statement(hold and worker_id is not None, listening, ojs_settings.EVENTS)
-    rows = raw_loaded(Job.objects, sql, claim_params(queue, count, worker_id, visibility_timeout))
+    sql = _statement(hold and worker_id is not None, listening, ojs_settings.EVENTS, types is not None)
+    rows = raw_loaded(Job.objects, sql, claim_params(queue, count, worker_id, visibility_timeout, types))
     outcome = ClaimOutcome(claimed_jobs(rows, listening), rows[0].claim_alive, rows[0].claim_plain)
     for job in rows:
         del job.claim_alive, job.claim_plain
     return outcome
 
 
-@functools.lru_cache(maxsize=8)
-def _statement(hold: bool, listening: bool, events_on: bool) -> str:
-    """The claim's text for these cases (``events_on``: ``OJS["EVENTS"]``), built once."""
+@functools.lru_cache(maxsize=16)
+def _statement(hold: bool, listening: bool, events_on: bool, typed: bool) -> str:
+    """The claim's text for these cases (``events_on``: ``OJS["EVENTS"]``; ``typed``: only the
+    types the worker can run), built once."""
     dead = "EXISTS (SELECT 1 FROM claimant WHERE NOT alive)"
     sql = (
         f"WITH {claimant_cte() if hold else 'claimant AS (SELECT true AS alive WHERE false)'}, "
-        f"{claiming_ctes(gate=f'NOT {dead}', listening=listening)} "
+        f"{claiming_ctes(gate=f'NOT {dead}', listening=listening, typed=typed)} "
         f"SELECT NOT {dead} AS claim_alive, v.plain AS claim_plain, {prepared.columns(Job, 'c')}"
     )
     rows_of = " FROM verdict v LEFT JOIN claimed c ON true"
@@ -78,11 +87,13 @@ def claimant_cte() -> str:
     )
 
 
-def claiming_ctes(*, gate: str, listening: bool) -> str:
+def claiming_ctes(*, gate: str, listening: bool, typed: bool = False) -> str:
     """The claim as CTEs -- ``candidates``, ``verdict`` (``plain``), ``claimed``, and its events --
     for a statement that holds the claimant already; ``gate``: SQL that must be true to claim
-    (checked once, before the scan). Parameters: ``claim_params``.
+    (checked once, before the scan); ``typed``: only jobs whose type is in ``%(types)s`` (an
+    in-process worker claims only what it has a handler for). Parameters: ``claim_params``.
     """
+    of_types = f" AND {of_types_filter('type', '%(types)s')}" if typed else ""
     job_table = Job._meta.db_table
     logged = events.logged_cte("claimed j", kind="%(kind)s", time="CURRENT_TIMESTAMP", data="%(data)s",
                                listening=listening)
@@ -90,7 +101,7 @@ def claiming_ctes(*, gate: str, listening: bool) -> str:
         "candidates AS MATERIALIZED ("
         f" SELECT seq, rate_key, expires_at FROM {job_table}"
         # The state as a literal: PostgreSQL proves the partial index of available jobs usable from it.
-        f" WHERE state = '{JobState.AVAILABLE.value}' AND queue = %(queue)s"
+        f" WHERE state = '{JobState.AVAILABLE.value}' AND queue = %(queue)s{of_types}"
         f" AND NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} WHERE name = %(queue)s AND paused)"
         f" AND {gate}"
         " ORDER BY priority DESC, seq LIMIT %(count)s FOR UPDATE SKIP LOCKED), "
@@ -106,11 +117,29 @@ def claiming_ctes(*, gate: str, listening: bool) -> str:
     )
 
 
+def of_types_filter(column: str, param: str) -> str:
+    """SQL true for a job whose type is in the array ``param``: a filter on the rows the index of
+    available jobs yields, in its order -- never a reason to read another index.
+
+    Not ``type = ANY(...)``: PostgreSQL can answer that from the index of types, and when the
+    statistics say a type is rare (a type just deployed, statistics older than its backlog) it
+    did -- reading every job of the type ever run, in every state, then sorting them
+    (tests/core/pg/test_query_plans.py). ``array_position`` is opaque to the planner, which
+    then estimates that most rows pass, and walks ``ojs_job_available`` to its LIMIT.
+    """
+    return f"array_position({param}::text[], {column}::text) IS NOT NULL"
+
+
 def claim_params(
-    queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None
+    queue: str,
+    count: int,
+    worker_id: str | None,
+    visibility_timeout: dt.timedelta | None,
+    types: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     return {
         "queue": queue,
+        "types": list(types) if types is not None else None,
         "active": target(Move.CLAIM).value,
         "count": count,
         "worker": worker_id,
@@ -132,8 +161,9 @@ def claimed_jobs(rows: list[Job], listening: bool) -> list[Job]:
     return sorted((job for job in rows if job.seq is not None), key=lambda job: (-job.priority, job.seq))
 
 
-def queues_with_work(names: list[str]) -> list[str]:
-    """The queues among ``names`` that have available jobs and are not paused, in the given order.
+def queues_with_work(names: list[str], types: Sequence[str] | None = None) -> list[str]:
+    """The queues among ``names`` that have available jobs (of ``types``, when given) and are not
+    paused, in the given order.
 
     One statement: an index probe per name inside the server (microseconds
     each), not a locked round trip per name. Stepwise twin: every queue is
@@ -143,10 +173,10 @@ def queues_with_work(names: list[str]) -> list[str]:
         "SELECT q.name FROM unnest(%s::text[]) WITH ORDINALITY AS q(name, position) "
         # The state as a literal: a generic plan (prepared.py) proves ojs_job_available usable from it.
         f"WHERE EXISTS (SELECT 1 FROM {Job._meta.db_table} j WHERE j.state = '{JobState.AVAILABLE.value}'"
-        " AND j.queue = q.name) "
+        f" AND j.queue = q.name{' AND ' + of_types_filter('j.type', '%s') if types is not None else ''}) "
         f"AND NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} p WHERE p.name = q.name AND p.paused) "
         "ORDER BY q.position"
     )
     with prepared.cursor(connection) as cursor:
-        cursor.execute(sql, [names])
+        cursor.execute(sql, [names] if types is None else [names, list(types)])
         return [row[0] for row in cursor.fetchall()]

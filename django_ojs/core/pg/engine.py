@@ -48,21 +48,33 @@ class PostgresEngine(StepwiseEngine):
             return push.insert(specs)
 
     def claim_queue(
-        self, queue: str, count: int, worker_id: str | None, visibility_timeout: dt.timedelta | None, *, hold: bool
+        self,
+        queue: str,
+        count: int,
+        worker_id: str | None,
+        visibility_timeout: dt.timedelta | None,
+        *,
+        hold: bool,
+        types: Sequence[str] | None = None,
     ) -> ClaimOutcome | None:
         # A queue with a rate or concurrency limit is decided row by row.
         if settings_of(queue).limit is not None:
             return None
-        return claim.claim(queue, count, worker_id, visibility_timeout, hold=hold)
+        return claim.claim(queue, count, worker_id, visibility_timeout, hold=hold, types=types)
 
     def turn(
-        self, worker_id: str, settlements: Sequence[Settlement], queues: Sequence[str], count: int
+        self,
+        worker_id: str,
+        settlements: Sequence[Settlement],
+        queues: Sequence[str],
+        count: int,
+        types: Sequence[str] | None = None,
     ) -> TurnOutcome | None:
         if not turn.applies(worker_id, settlements):
             return None
         # The claim too when its queue is one statement's (else the operation claims after).
         at_once = count if len(queues) == 1 and settings_of(queues[0]).limit is None else 0
-        return turn.turn(worker_id, settlements, queues[0], at_once)
+        return turn.turn(worker_id, settlements, queues[0], at_once, types)
 
     def ack_alone(self, job_id: Any, result: Any, lease: Lease) -> Job | None:
         return settle.ack(job_id, result, lease, steps=False)
@@ -90,5 +102,5 @@ class PostgresEngine(StepwiseEngine):
         events.insert_from_rows(kind, seqs, time, data, with_duration=with_duration)
         return True
 
-    def queues_with_work(self, names: list[str]) -> list[str]:
-        return claim.queues_with_work(names)
+    def queues_with_work(self, names: list[str], types: Sequence[str] | None = None) -> list[str]:
+        return claim.queues_with_work(names, types)

@@ -58,16 +58,19 @@ def applies(worker_id: str, settlements: Sequence[Settlement]) -> bool:
     )
 
 
-def turn(worker_id: str, settlements: Sequence[Settlement], queue: str, count: int) -> TurnOutcome:
-    """Complete these attempts and claim up to ``count`` plain jobs of ``queue``, in one statement.
+def turn(
+    worker_id: str, settlements: Sequence[Settlement], queue: str, count: int, types: Sequence[str] | None = None
+) -> TurnOutcome:
+    """Complete these attempts and claim up to ``count`` plain jobs of ``queue`` (of ``types``, when
+    given), in one statement.
 
     For a batch ``applies`` accepts; ``queue`` without rate or concurrency
     limits (or ``count`` 0); outside any transaction (the statement is one).
     ``claimed`` is false when ``count`` is 0 or the candidates need the stepwise claim.
     """
-    sql = _statement(ojs_settings.EVENTS)
+    sql = _statement(ojs_settings.EVENTS, types is not None)
     params = {
-        **claim.claim_params(queue, count, worker_id, None),
+        **claim.claim_params(queue, count, worker_id, None, types),
         "pending": PENDING,
         "ids": [str(s.job_id) for s in settlements],
         "attempts": [s.lease.attempt for s in settlements],
@@ -86,10 +89,10 @@ def turn(worker_id: str, settlements: Sequence[Settlement], queue: str, count: i
     return TurnOutcome(settled, jobs, claimed=bool(count) and claim_plain)
 
 
-@functools.lru_cache(maxsize=2)
-def _statement(events_on: bool) -> str:
+@functools.lru_cache(maxsize=4)
+def _statement(events_on: bool, typed: bool) -> str:
     """The turn's text; it depends on nothing else (``events_on``: ``OJS["EVENTS"]``, which the
-    logged CTEs read), so it is built once, not on every turn."""
+    logged CTEs read; ``typed``: the claim keeps to the worker's types), so it is built once, not on every turn."""
     job_table = Job._meta.db_table
     # The same payload complete_rows logs: duration_ms since the attempt started.
     logged_done = events.logged_cte(
@@ -113,7 +116,7 @@ def _statement(events_on: bool) -> str:
         " deadline_at = NULL FROM locked l JOIN settled s ON s.id = l.id"
         " WHERE j.seq = l.seq AND (SELECT alive AND held FROM settlement) RETURNING j.*)"
         f"{logged_done}, "
-        f"{claim.claiming_ctes(gate='(SELECT alive AND held FROM settlement)', listening=False)} "
+        f"{claim.claiming_ctes(gate='(SELECT alive AND held FROM settlement)', listening=False, typed=typed)} "
         "SELECT t.alive AND t.held AS turn_settled, v.plain AS claim_plain,"
         # The completions' queues and types, for the counters (metrics): read from the rows written.
         " (SELECT array_agg(queue) FROM done) AS done_queues, (SELECT array_agg(type) FROM done) AS done_types,"

@@ -26,7 +26,7 @@ from ...protocol.errors import OJSError
 NOT_CONFIRMED = 3
 PARTIAL = 4
 JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type")
-QUEUE_COLUMNS = ("name", "paused", "counts")
+QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable")
 WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "active_jobs", "last_heartbeat_at")
 BULK_HELP = {
     "retry": "retry dead letter (discarded) jobs: back to available with fresh attempts",
@@ -104,7 +104,9 @@ class Command(BaseCommand):
 
     def do_queues(self, options: dict[str, Any]) -> None:
         rows = reads.list_queues()
-        self.emit(options, rows, lambda: output.table(rows, QUEUE_COLUMNS))
+        # In the table, "type=count" per type no running worker can handle; JSON has the oldest too.
+        shown = [{**row, "unrunnable": {item["type"]: item["count"] for item in row["unrunnable"]}} for row in rows]
+        self.emit(options, rows, lambda: output.table(shown, QUEUE_COLUMNS))
 
     def do_workers(self, options: dict[str, Any]) -> None:
         rows = reads.list_workers(include_dead=options["all"])

@@ -1,0 +1,132 @@
+"""Which waiting jobs the running workers can run: the jobs no worker can, and the queues nobody reads.
+
+An in-process worker claims only the job types it has handlers for
+(``core/claim.py``) and registers them (``Worker.handles``). So a job of a
+type no live worker of its queue handles waits, ``available``, until one
+that can comes: a rolling deploy's new type waits for the new workers, a
+typo waits for ever. ``unrunnable`` names such jobs -- per queue and type,
+how many and since when -- for the overview, ``manage.py ojs queues``, the
+metrics, the ``django_ojs.W006`` check and the worker's start.
+
+Who counts as a consumer of a queue: a worker that reads it and is alive
+and not shutting down -- running or quiet (``workers.shown_state``: a quiet
+worker resumes when told). A consumer that declares no types (an HTTP
+worker, which chooses by queue only) may run any type. A queue with no
+consumer at all is another fact (``unconsumed``): its jobs wait for any
+worker, not for a handler, and are not counted as unrunnable.
+
+Bounded: the available jobs are read from their partial index, queue by
+queue, only on queues with consumers and only for types outside the
+consumers' (a filter on that index), under the counting module's statement
+timeout; a backlog too big to group in time is reported as unknown
+(``complete`` false), never waited for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from django.db import DatabaseError
+from django.db.models import Count, Exists, Min, OuterRef
+
+from ..models import Job, Queue, Worker
+from ..protocol.states import JobState
+from .clock import db_now
+from .counting import Tally, count_rows, time_boxed
+from .workers import QUIET, RUNNING, shown_state
+
+# The most (queue, type) pairs one answer names: a page, a log line, a metric's labels.
+MAX_PAIRS = 100
+
+
+@dataclass(frozen=True)
+class Unrunnable:
+    """``count`` jobs of ``type`` wait on ``queue`` that no consumer of it can run, the oldest since ``oldest_at``."""
+
+    queue: str
+    type: str
+    count: int
+    oldest_at: dt.datetime
+
+    def as_dict(self) -> dict[str, object]:
+        return {"queue": self.queue, "type": self.type, "count": self.count, "oldest_at": self.oldest_at}
+
+
+@dataclass(frozen=True)
+class Unconsumed:
+    """Jobs wait on ``queue`` and no live worker reads it."""
+
+    queue: str
+    waiting: Tally
+
+
+def consumers(now: dt.datetime | None = None) -> dict[str, set[str] | None]:
+    """Queue -> the job types its live consumers handle, None when one of them takes any type."""
+    now = now or db_now()
+    found: dict[str, set[str] | None] = {}
+    for worker in Worker.objects.filter(declared_dead_at__isnull=True).only(
+        "queues", "handles", "state", "last_heartbeat_at", "declared_dead_at"
+    ):
+        if shown_state(worker, now) not in (RUNNING, QUIET):
+            continue
+        for queue in worker.queues or []:
+            if worker.handles is None or found.get(queue, set()) is None:
+                found[queue] = None
+            else:
+                found.setdefault(queue, set()).update(worker.handles)  # type: ignore[union-attr]
+    return found
+
+
+def unrunnable(now: dt.datetime | None = None) -> tuple[list[Unrunnable], bool]:
+    """The waiting jobs no live consumer of their queue can run, grouped by queue and type, oldest
+    first; and whether the answer is complete (False: a queue's backlog took too long to group)."""
+    return uncovered({queue: types for queue, types in consumers(now).items() if types is not None})
+
+
+def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], bool]:
+    """The available jobs of each queue in ``handled`` whose type is not among its types: per queue
+    and type, how many and the oldest; and whether every queue was read in time."""
+    found: list[Unrunnable] = []
+    complete = True
+    for queue, types in sorted(handled.items()):
+        rows = (
+            Job.objects.filter(state=JobState.AVAILABLE, queue=queue)
+            .exclude(type__in=sorted(types))
+            .values_list("type")
+            .annotate(n=Count("seq"), oldest=Min("enqueued_at"))
+            .order_by()
+        )
+        try:
+            with time_boxed(Job.objects.db, seconds=1):
+                grouped = list(rows)
+        except DatabaseError:
+            complete = False
+            continue
+        found.extend(Unrunnable(queue, job_type, n, oldest) for job_type, n, oldest in grouped)
+    found.sort(key=lambda item: (item.oldest_at, item.queue, item.type))
+    return found[:MAX_PAIRS], complete
+
+
+def unconsumed(now: dt.datetime | None = None, limit: int = 20) -> list[Unconsumed]:
+    """Queues with available jobs and no live consumer (none reads them, or all are dead or draining)."""
+    read = set(consumers(now))
+    waiting = Exists(Job.objects.filter(state=JobState.AVAILABLE, queue=OuterRef("name")))
+    names = [
+        name for name in Queue.objects.filter(waiting, paused=False).order_by("name").values_list("name", flat=True)
+        if name not in read
+    ][:limit]
+    return [
+        Unconsumed(name, count_rows(Job.objects.filter(state=JobState.AVAILABLE, queue=name), 1000)) for name in names
+    ]
+
+
+def describe(items: Iterable[Unrunnable], now: dt.datetime) -> list[str]:
+    """One line per item, as the check, the worker's log and the CLI's text say it."""
+    return [
+        f"{item.count} job(s) of type {item.type!r} on queue {item.queue!r} that no running worker can handle, "
+        f"the oldest waiting since {item.oldest_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"({int((now - item.oldest_at).total_seconds())} s)"
+        for item in items
+    ]

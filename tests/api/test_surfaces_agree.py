@@ -1,0 +1,85 @@
+"""One meaning per word: a worker's state, the jobs it holds, and the jobs no worker can run say
+the same on every surface -- the admin, manage.py ojs, the admin API and the metrics."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from django_ojs.core.types import HeldJob, WorkerInfo
+from django_ojs.models import ApiKey, Worker
+from tests.helpers import ago
+
+pytestmark = pytest.mark.django_db
+
+ADMIN = "/ojs/v1/admin"
+
+
+def ojs_json(*args: str):
+    out = io.StringIO()
+    call_command("ojs", *args, "--json", stdout=out, stderr=io.StringIO())
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture
+def fleet(claim, push):
+    """A running worker holding a job, a dead one whose job was recovered, a draining one
+    still running a job, and two waiting jobs of a type only the dead one handled."""
+    info = {"queues": ["default"], "concurrency": 4}
+    Worker.objects.register("w-live", WorkerInfo(handles=["email.send"], **info))
+    Worker.objects.register("w-dead", WorkerInfo(handles=["report.new"], **info))
+    Worker.objects.register("w-going", WorkerInfo(handles=["report.new"], **info))
+    live, dead, going = claim("w-live"), claim("w-dead"), claim("w-going")
+    Worker.objects.beat("w-live", held=[HeldJob(str(live.id), 1)])
+    Worker.objects.beat("w-dead", held=[HeldJob(str(dead.id), 1)])  # its last word: 1 job
+    Worker.objects.beat("w-going", state="terminate", held=[HeldJob(str(going.id), 1)])
+    Worker.objects.filter(pk="w-dead").update(last_heartbeat_at=ago(minutes=5))
+    assert Worker.objects.reap_dead(100) == 1  # the reaper: declared dead, its job put back
+    push(type="report.new")
+    push(type="report.new")
+
+
+def test_every_surface_says_the_same_state_and_held_jobs_of_each_worker(fleet, api, admin_client, client, ojs):
+    said = {"w-live": ("running", 1), "w-dead": ("dead", 0), "w-going": ("draining", 1)}
+
+    cli = {w["id"]: (w["state"], w["active_jobs"]) for w in ojs_json("workers", "--all")}
+    assert cli == said
+    api_rows = {w["id"]: (w["state"], w["active_jobs"]) for w in api.get(f"{ADMIN}/workers").json()["items"]}
+    assert api_rows == said
+    assert api.get(f"{ADMIN}/workers/w-dead").json()["active_jobs"] == 0
+
+    cells = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"]
+    for worker_id, (state, held) in said.items():
+        assert f">{state}</span>" in cells[worker_id]["reported_state"], cells[worker_id]
+        assert f">{held} / 4</a>" in cells[worker_id]["active_job_link"], cells[worker_id]
+    assert "1 job still running" in cells["w-going"]["reported_state"]
+    assert "ojs-worker-draining" in cells["w-going"]["reported_state"]  # calm, not the alarm's red
+
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    for state in ("running", "dead", "draining"):
+        assert f'ojs_workers{{state="{state}"}} 1.0' in text
+    assert 'ojs_workers_active 2.0' in text
+
+
+def test_every_surface_names_the_jobs_no_running_worker_can_run(fleet, admin_client, client, ojs):
+    [default] = [queue for queue in ojs_json("queues") if queue["name"] == "default"]
+    assert [(item["type"], item["count"]) for item in default["unrunnable"]] == [("report.new", 2)]
+    out = io.StringIO()
+    call_command("ojs", "queues", stdout=out)
+    assert "report.new=2" in out.getvalue()
+
+    page = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
+    assert "2 job(s) of type report.new on queue default that no running worker can handle" in page
+
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    assert 'ojs_jobs_unrunnable{queue="default",type="report.new"} 2.0' in text

@@ -1,0 +1,95 @@
+"""A worker's state from facts, on every surface, with real processes and real signals.
+
+SIGKILLed with a job held: once the reaper recovers the job, the admin, ``manage.py ojs
+workers``, the admin API and the metrics all say ``dead`` and 0 jobs held (not the 1 its
+last heartbeat said). SIGTERMed while running a long job: all say ``draining`` with that
+job, calmly; then it finishes the job and leaves.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+import django_ojs
+from django_ojs.models import ApiKey, Job, Worker
+
+from .conftest import PATIENCE, wait_until
+from .probe.models import Execution
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+FAST_DEATH = {"OJS_HEARTBEAT_TIMEOUT": "2"}
+
+
+def every_surface(worker_id: str, api, admin_client, client) -> dict[str, tuple[str, int | None]]:
+    """(state, jobs held) of one worker as each surface says it (the metrics count workers by
+    state, and busy jobs per queue, not per worker: None)."""
+    out = io.StringIO()
+    call_command("ojs", "workers", "--all", "--json", stdout=out)
+    [cli] = [row for row in json.loads(out.getvalue()) if row["id"] == worker_id]
+    admin_api = api.get(f"/ojs/v1/admin/workers/{worker_id}").json()
+    cells = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"][worker_id]
+    _, key = ApiKey.objects.issue(f"scraper-{worker_id}-{ApiKey.objects.count()}", ["read"])
+    metrics = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    [metric_state] = [state for state in ("running", "quiet", "draining", "dead")
+                      if f'ojs_workers{{state="{state}"}} 1.0' in metrics]
+    admin_state = next(state for state in ("running", "quiet", "draining", "dead")
+                       if f">{state}</span>" in cells["reported_state"])
+    admin_held = int(cells["active_job_link"].split(">")[1].split(" ")[0])
+    return {
+        "manage.py ojs workers": (cli["state"], cli["active_jobs"]),
+        "admin API": (admin_api["state"], admin_api["active_jobs"]),
+        "admin": (admin_state, admin_held),
+        "metrics": (metric_state, None),
+    }
+
+
+@pytest.fixture
+def metrics_on(ojs):
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
+
+
+def test_a_worker_killed_with_a_job_held_is_dead_and_holds_nothing_on_every_surface(
+    worker, reaper, api, admin_client, client, metrics_on
+):
+    doomed = worker(env=FAST_DEATH)
+    job = django_ojs.enqueue("probe.record", [3600])
+    wait_until(lambda: Worker.objects.filter(active_jobs=1).exists(), PATIENCE, "a heartbeat naming the job")
+    [worker_id] = Worker.objects.values_list("id", flat=True)
+
+    doomed.send(signal.SIGKILL)
+    doomed.wait(timeout=PATIENCE)
+    reaper(env=FAST_DEATH)
+    wait_until(lambda: Job.objects.get(pk=job.pk).state == "available", PATIENCE, "the reaper to recover the job")
+
+    said = every_surface(worker_id, api, admin_client, client)
+    assert set(said.values()) == {("dead", 0), ("dead", None)}, said
+    assert Worker.objects.get(pk=worker_id).active_jobs == 1  # what its last heartbeat said, shown nowhere
+
+
+def test_a_worker_sigtermed_while_running_a_job_is_draining_with_it_then_leaves(
+    worker, api, admin_client, client, metrics_on
+):
+    process = worker("--grace-period", "120")
+    job = django_ojs.enqueue("probe.record", [8.0])
+    wait_until(lambda: Execution.objects.exists(), PATIENCE, "the job to start")
+    [worker_id] = Worker.objects.values_list("id", flat=True)
+
+    process.send(signal.SIGTERM)
+    wait_until(lambda: Worker.objects.filter(state="terminate").exists(), PATIENCE, "a heartbeat saying terminate")
+    said = every_surface(worker_id, api, admin_client, client)
+    assert set(said.values()) == {("draining", 1), ("draining", None)}, said
+    cell = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"][worker_id]["reported_state"]
+    assert "1 job still running" in cell and "ojs-worker-draining" in cell and "ojs-alarm" not in cell
+
+    assert process.wait(timeout=300) == 0, process.output
+    job.refresh_from_db()
+    assert job.state == "completed"
+    assert not Worker.objects.filter(pk=worker_id).exists()  # deregistered: gone from every surface
