@@ -55,6 +55,18 @@ def record(events: Iterable[Any]) -> None:
         signals.after_commit(batch)
 
 
+def forget_jobs(job_ids: Iterable[Any]) -> int:
+    """Delete the events of these jobs (their ``id``), as the jobs themselves are deleted.
+
+    A job's events are its story: they go with it, in the transaction that
+    deletes it, never before it (``OJS["EVENTS_KEPT_WITH_JOB"]``).
+    """
+    ids = list(job_ids)
+    if not ids:
+        return 0
+    return Event.objects.filter(job_id__in=ids)._raw_delete(Event.objects.db)
+
+
 def record_for_jobs(
     kind: str,
     seqs: list[int],

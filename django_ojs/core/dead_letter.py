@@ -1,0 +1,80 @@
+"""The dead letter and the failed jobs: one meaning for every door.
+
+A job that stops being retried is ``discarded``. Its retry policy's
+``on_exhaustion`` (or the handler's ``DEAD_LETTER`` code) decides what it is
+kept as, and the job row's ``dead_letter`` flag records it:
+
+- **dead letter** (``dead_letter`` true): kept for an operator, for
+  ``RETENTION["dead_letter"]`` and at most ``RETENTION["dead_letter_max_count"]``
+  of them (ojs-dead-letter §5); the dead letter is these jobs and no others
+  (ojs-dead-letter: "implementations MUST distinguish" them from plain discards);
+- **discarded**: a plain discard, kept ``RETENTION["discarded"]``.
+
+``GET /ojs/v1/dead-letter``, ``/ojs/v1/admin/dead-letter``, their stats and
+the ``ojs_dead_letter_jobs`` gauge read ``dead_letter_jobs()``; the admin's
+Failed jobs page, the job page and ``manage.py ojs`` say what every discarded
+job is kept as and until when with ``kept_as`` and ``kept_until``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db.models import QuerySet
+
+from ..conf import ojs_settings
+from ..models import Job
+from ..protocol.durations import format_timestamp
+from ..protocol.states import JobState
+
+DEAD_LETTER = "dead letter"
+DISCARDED = "discarded"
+# What a discarded job is kept as, in the words every surface uses.
+KEPT_AS = (DEAD_LETTER, DISCARDED)
+
+
+def failed_jobs() -> QuerySet:
+    """Every discarded job: the admin's Failed jobs page."""
+    return Job.objects.filter(state=JobState.DISCARDED)
+
+
+def dead_letter_jobs() -> QuerySet:
+    """The dead letter: discarded jobs kept as dead letters, and only those."""
+    return failed_jobs().filter(dead_letter=True)
+
+
+def kept_as(job: Job) -> str | None:
+    """``"dead letter"`` or ``"discarded"`` for a discarded job; None for any other."""
+    if job.state != JobState.DISCARDED:
+        return None
+    return DEAD_LETTER if job.dead_letter else DISCARDED
+
+
+def retention(dead_letter: bool) -> dt.timedelta:
+    """How long a discarded job of either kind is kept after it finished."""
+    return dt.timedelta(seconds=ojs_settings.RETENTION["dead_letter" if dead_letter else "discarded"])
+
+
+def kept_until(job: Job) -> dt.datetime | None:
+    """When the reaper prunes a discarded job (``Job.kept_until``: a dead letter may go sooner past
+    ``dead_letter_max_count``)."""
+    return job.kept_until
+
+
+def keeping(job: Job) -> str:
+    """One line for operators: "kept as dead letter until …" or "discarded, kept until …"; "" for other states."""
+    until = kept_until(job)
+    if until is None:
+        return ""
+    return describe(job.dead_letter, format_timestamp(until))
+
+
+def describe(dead_letter: bool, until: str) -> str:
+    """``keeping``'s words for a job already rendered (its ``dead_letter`` and ``kept_until``)."""
+    return f"kept as dead letter until {until}" if dead_letter else f"discarded, kept until {until}"
+
+
+def is_dead_letter(job: Any) -> bool:
+    """A locked row's test for the dead letter's one-job moves (``control.resurrect``, ``control.purge_dead``)."""
+    return bool(job.state == JobState.DISCARDED and job.dead_letter)
