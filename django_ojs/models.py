@@ -235,6 +235,11 @@ _WAITING = sorted(s.value for s in WAITING)
 _ACTIVE = JobState.ACTIVE.value
 
 
+def discarded_kept_until(dead_letter: bool, finished_at: dt.datetime) -> dt.datetime:
+    """When retention prunes a job discarded at ``finished_at``, kept as a dead letter or not."""
+    return finished_at + dt.timedelta(seconds=ojs_settings.RETENTION["dead_letter" if dead_letter else "discarded"])
+
+
 class Job(models.Model):
     # Insertion order: the FIFO tie-break after priority (DESIGN invariant 5).
     # UUIDv7's random bits do not order jobs created in the same millisecond.
@@ -397,8 +402,7 @@ class Job(models.Model):
         for a plain discard; None for a job in any other state (core/dead_letter.py)."""
         if self.state != JobState.DISCARDED or self.finished_at is None:
             return None
-        key = "dead_letter" if self.dead_letter else "discarded"
-        return self.finished_at + dt.timedelta(seconds=ojs_settings.RETENTION[key])
+        return discarded_kept_until(self.dead_letter, self.finished_at)
 
 
 class DeadLetterJob(Job):

@@ -24,7 +24,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from ..conf import ojs_settings
-from ..models import Job
+from ..models import Job, discarded_kept_until
 from ..protocol.durations import format_timestamp
 from ..protocol.states import JobState
 
@@ -58,8 +58,15 @@ def retention(dead_letter: bool) -> dt.timedelta:
 
 def kept_until(job: Job) -> dt.datetime | None:
     """When the reaper prunes a discarded job (``Job.kept_until``: a dead letter may go sooner past
-    ``dead_letter_max_count``)."""
+    ``dead_letter_max_count``); None for a job in any other state."""
     return job.kept_until
+
+
+def kept_fields(state: str, dead_letter: bool, finished_at: dt.datetime | None) -> dict[str, Any]:
+    """``dead_letter`` and ``kept_until`` as a job's record renders them, for a listed row (not a Job)."""
+    if state != JobState.DISCARDED or finished_at is None:
+        return {}
+    return {"dead_letter": dead_letter, "kept_until": format_timestamp(discarded_kept_until(dead_letter, finished_at))}
 
 
 def keeping(job: Job) -> str:

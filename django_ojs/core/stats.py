@@ -196,7 +196,7 @@ def dead_letter_stats(selection: QuerySet | None = None) -> dict[str, Any]:
     The dead letter is ``core/dead_letter.dead_letter_jobs()``: plain discards
     are not counted. ``selection`` narrows it (the admin API's filter).
     """
-    dead = dead_letter_jobs() if selection is None else selection.filter(pk__in=dead_letter_jobs().values("pk"))
+    dead = dead_letter_jobs() if selection is None else selection & dead_letter_jobs()
     span = dead.aggregate(total=Count("seq"), oldest=Min("finished_at"), newest=Max("finished_at"))
     by_queue = dict(dead.values_list("queue").annotate(n=Count("seq")).order_by())
     by_type = (

@@ -28,7 +28,7 @@ def discard(claim):
 
 
 def test_the_list_shows_dead_letters_newest_first_with_their_history_and_no_plain_discard(api, discard, push):
-    older, plain, newer = discard(), discard(dead_letter=False), discard()
+    older, _plain, newer = discard(), discard(dead_letter=False), discard()
     push()
     body = api.get("/ojs/v1/dead-letter").json()
     assert [job["id"] for job in body["jobs"]] == [str(newer.id), str(older.id)]
