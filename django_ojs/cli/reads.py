@@ -57,9 +57,9 @@ def kept_line(rendered: dict[str, Any]) -> str:
 def list_queues() -> list[dict[str, Any]]:
     """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state.
 
-    Counts cover unfinished jobs and the dead letter (the partial indexes
-    hold them); completed and cancelled jobs, the bulk of a table, are not
-    counted here.
+    Counts cover unfinished jobs and discarded ones, dead letters and plain
+    discards alike (the partial indexes hold them); completed and cancelled
+    jobs, the bulk of a table, are not counted here.
     """
     counted = sorted({state.value for state in JobState if state not in TERMINAL} | {JobState.DISCARDED.value})
     counts: dict[str, dict[str, int]] = {}

@@ -78,7 +78,7 @@ class Command(BaseCommand):
         maintenance.add_argument("--for", dest="duration", help="how long it is expected to last, e.g. PT30M")
         _json(maintenance)
 
-        _json(commands.add_parser("queues", help="queues: paused or not, backlog and dead letter counts"))
+        _json(commands.add_parser("queues", help="queues: paused or not, backlog and discarded counts"))
         workers = commands.add_parser("workers", help="registered workers and their last heartbeat")
         workers.add_argument("--all", action="store_true", help="include workers declared dead")
         _json(workers)
