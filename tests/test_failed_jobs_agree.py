@@ -77,7 +77,7 @@ def test_every_surface_says_what_a_failed_job_is_kept_as_and_until_when(api, adm
         assert (shown["dead_letter"], shown["kept_until"]) == (flag[job], until[job])
     listed = {row["id"]: row["kept"] for row in json.loads(ojs_command("jobs", "--state", "discarded", "--json"))}
     assert listed == {str(job.id): kept[job] for job in (dead, plain)}
-    assert [row["id"] for row in json.loads(ojs_command("jobs", "--kept-as", "dead letter", "--json"))] == [str(dead.id)]
+    assert [row["id"] for row in json.loads(ojs_command("jobs", "--kept-as", "dead_letter", "--json"))] == [str(dead.id)]
 
     # HTTP: the job's own record, the dead letter and its figures.
     for job in (dead, plain):

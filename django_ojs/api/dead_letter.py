@@ -16,12 +16,12 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import control
-from ..core.dead_letter import dead_letter_jobs, is_dead_letter, retention
+from ..core.dead_letter import dead_letter_jobs, find, retention
 from ..core.stats import dead_letter_stats
-from ..models import Job, JobError
+from ..models import JobError
 from ..protocol.durations import format_duration, format_timestamp
 from ..protocol.envelope import parse_job_ref, render_job, validate_queue_name
-from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.errors import InvalidRequest
 from .base import OJSView
 from .pagination import page_of
 
@@ -93,11 +93,7 @@ class DeadLetterJobView(OJSView):
     required_scope = {"GET": "read", "DELETE": "admin"}
 
     def get(self, request: Any, job_id: str) -> Response:
-        # By id alone (a state condition can make PostgreSQL walk every finished job: core/control._move).
-        job = Job.objects.filter(id=parse_job_ref(job_id, "id")).first()
-        if job is None or not is_dead_letter(job):
-            raise NotFound(f"dead letter job {job_id} not found",
-                           details={"resource_type": "dead_letter_job", "resource_id": job_id})
+        job = find(parse_job_ref(job_id, "id"))
         return Response({"job": render_job(job, errors=job.errors.all())})
 
     def delete(self, request: Any, job_id: str) -> Response:

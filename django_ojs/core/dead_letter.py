@@ -13,7 +13,7 @@ kept as, and the job row's ``dead_letter`` flag records it:
 ``GET /ojs/v1/dead-letter``, ``/ojs/v1/admin/dead-letter``, their stats and
 the ``ojs_dead_letter_jobs`` gauge read ``dead_letter_jobs()``; the admin's
 Failed jobs page, the job page and ``manage.py ojs`` say what every discarded
-job is kept as and until when with ``kept_as`` and ``kept_until``.
+job is kept as and until when with ``keeping`` and ``kept_until``.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from django.db.models import QuerySet
 from ..conf import ojs_settings
 from ..models import Job, discarded_kept_until
 from ..protocol.durations import format_timestamp
+from ..protocol.errors import NotFound
 from ..protocol.states import JobState
 
-DEAD_LETTER = "dead letter"
+# What a discarded job is kept as, as filters name it: the admin's ``?kept=``, ``manage.py ojs --kept-as``
+# (the record's ``dead_letter`` field); people read "dead letter" and "discarded" (``describe``).
+DEAD_LETTER = "dead_letter"
 DISCARDED = "discarded"
-# What a discarded job is kept as, in the words every surface uses.
 KEPT_AS = (DEAD_LETTER, DISCARDED)
 
 
@@ -42,13 +44,6 @@ def failed_jobs() -> QuerySet:
 def dead_letter_jobs() -> QuerySet:
     """The dead letter: discarded jobs kept as dead letters, and only those."""
     return failed_jobs().filter(dead_letter=True)
-
-
-def kept_as(job: Job) -> str | None:
-    """``"dead letter"`` or ``"discarded"`` for a discarded job; None for any other."""
-    if job.state != JobState.DISCARDED:
-        return None
-    return DEAD_LETTER if job.dead_letter else DISCARDED
 
 
 def retention(dead_letter: bool) -> dt.timedelta:
@@ -80,6 +75,16 @@ def keeping(job: Job) -> str:
 def describe(dead_letter: bool, until: str) -> str:
     """``keeping``'s words for a job already rendered (its ``dead_letter`` and ``kept_until``)."""
     return f"kept as dead letter until {until}" if dead_letter else f"discarded, kept until {until}"
+
+
+def find(job_ref: Any) -> Job:
+    """The dead letter job of this id, for the dead letter's doors; ``NotFound`` for any other, a plain discard too."""
+    # By id alone: a state condition can make PostgreSQL walk every finished job (core/control._move).
+    job = Job.objects.filter(id=job_ref).first()
+    if job is None or not is_dead_letter(job):
+        raise NotFound(f"dead letter job {job_ref} not found",
+                       details={"resource_type": "dead_letter_job", "resource_id": str(job_ref)})
+    return job
 
 
 def is_dead_letter(job: Any) -> bool:

@@ -18,12 +18,11 @@ from rest_framework.response import Response
 
 from ...core import control
 from ...core.counting import count_rows
-from ...core.dead_letter import DEAD_LETTER, is_dead_letter
+from ...core.dead_letter import DEAD_LETTER, find
 from ...core.selection import JobFilter
 from ...core.stats import dead_letter_stats
-from ...models import Job
 from ...protocol.envelope import parse_job_ref, render_job
-from ...protocol.errors import InvalidRequest, NotFound
+from ...protocol.errors import InvalidRequest
 from ..dead_letter import render_stats
 from .base import AdminView, confirmed, timestamp_param
 from .bulk import run
@@ -37,18 +36,6 @@ def dead_letter_of(job_filter: JobFilter) -> JobFilter:
     if any(state != "discarded" for state in job_filter.states):
         raise InvalidRequest("every job in the dead letter is discarded: leave state out", field="state")
     return dataclasses.replace(job_filter, kept_as=DEAD_LETTER)
-
-
-def _dead_letter_job(job_id: str) -> Job:
-    job = Job.objects.filter(id=parse_job_ref(job_id, "id")).first()  # by id alone (core/control._move)
-    if job is None or not is_dead_letter(job):
-        raise _not_found(job_id)
-    return job
-
-
-def _not_found(job_id: str) -> NotFound:
-    return NotFound(f"dead letter job {job_id} not found",
-                    details={"resource_type": "dead_letter_job", "resource_id": job_id})
 
 
 class DeadLetterListView(AdminView):
@@ -98,7 +85,7 @@ class DeadLetterJobView(AdminView):
     """One dead letter: ``GET`` it with its error history, ``DELETE`` it for good."""
 
     def get(self, request: Any, job_id: str) -> Response:
-        job = _dead_letter_job(job_id)
+        job = find(parse_job_ref(job_id, "id"))
         return Response({"job": render_job(job, errors=job.errors.all())})
 
     def delete(self, request: Any, job_id: str) -> Response:
