@@ -15,6 +15,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..core import events
 from ..core.unique_keys import current_holder
 from ..models import Event, Job, JobError, Worker
 from ..protocol.progress import percent, view
@@ -31,7 +32,6 @@ EVENT_HISTORY_LIMIT = 50
 EVENT_HISTORY_MAX = 1000
 # Progress reports are counted apart from the lifecycle events, exactly up to this many.
 PROGRESS_COUNT_LIMIT = 10_000
-PROGRESS_EVENT = "job.progress"
 _FINISHED_LABEL = {
     JobState.COMPLETED: "completed",
     JobState.DISCARDED: "discarded",
@@ -150,16 +150,9 @@ def event_history(job: Job, now: dt.datetime, limit: int = EVENT_HISTORY_LIMIT) 
     second would push the claims and failures off the page within a minute.
     They are summed up in one line under the table instead (how many, the latest).
     """
-    mine = Event.objects.filter(job_id=job.id)
-    rows = list(mine.exclude(type=PROGRESS_EVENT).order_by("-seq")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    rows.reverse()
+    rows, more = events.job_story(job.id, limit)
     entries = [{"event": event, "when": moment(event.time, now), "what": _event_summary(event)} for event in rows]
-    # Counted on the same index, up to a bound: the count of a chatty job stays cheap.
-    reports = mine.filter(type=PROGRESS_EVENT)
-    progress_count = reports.values("seq")[: PROGRESS_COUNT_LIMIT + 1].count()
-    latest = reports.order_by("-seq").first() if progress_count else None
+    progress_count, latest = events.progress_reports(job.id, PROGRESS_COUNT_LIMIT)
     return render_to_string(
         "admin/django_ojs/job/event_history.html",
         {"entries": entries, "more": more, "limit": limit, "can_show_more": more and limit < EVENT_HISTORY_MAX,

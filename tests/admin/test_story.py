@@ -50,7 +50,7 @@ def test_the_page_says_why_a_job_ran_three_times(admin, push):
     assert html.index("w-one") < html.index("w-two")
 
 
-def test_thousands_of_progress_reports_do_not_push_the_story_off_the_page(admin, push):
+def test_thousands_of_progress_reports_do_not_push_the_story_off_the_page(admin, api, push):
     job = push(type="story.busy", options={"queue": "busy", "retry": {"max_attempts": 3}})
     Worker.objects.register("w-busy")
     Job.objects.fetch(["busy"], worker_id="w-busy")
@@ -63,6 +63,10 @@ def test_thousands_of_progress_reports_do_not_push_the_story_off_the_page(admin,
     assert 'class="ojs-event ojs-event-jobprogress"' not in html
     assert "Progress reports: 1200, not listed above" in html and "progress % 1199" in html
     assert "Only the latest" not in html
+    # The admin API's job detail tells the same story.
+    told = [event["type"] for event in api.get(f"/ojs/v1/admin/jobs/{job.id}").json()["events"]]
+    assert told == ["job.enqueued", "job.started", "job.failed", "job.retrying"]
+    assert html.count('class="ojs-event ') == len(told)
 
 
 def test_a_job_with_thousands_of_lifecycle_events_shows_the_latest_and_offers_more(admin, push):

@@ -13,10 +13,10 @@ from django.db.models import QuerySet
 from django.db.models.fields.json import KT
 from rest_framework.response import Response
 
-from ...core import control
+from ...core import control, events
 from ...core.counting import count_rows
 from ...core.dead_letter import kept_fields
-from ...models import Event, Job
+from ...models import Job
 from ...protocol.durations import format_timestamp
 from ...protocol.envelope import parse_job_ref, render_job
 from ...protocol.errors import NotFound
@@ -85,8 +85,9 @@ class JobView(AdminView):
         body = render_job(job, errors=job.errors.all())
         if job.worker_id:
             body["worker_id"] = job.worker_id
-        latest = list(Event.objects.filter(job_id=job.id).order_by("-seq")[:EVENTS_SHOWN])
-        body["events"] = [render_event(event) for event in reversed(latest)]
+        # Its lifecycle, as its admin page lists it: progress reports would push it out (core/events.job_story).
+        story, _ = events.job_story(job.id, EVENTS_SHOWN)
+        body["events"] = [render_event(event) for event in story]
         finished = format_timestamp(job.finished_at)
         body["metadata"] = {
             "created_at": format_timestamp(job.created_at),
