@@ -16,6 +16,7 @@ reaper nothing.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Concat, StrIndex
 from django.db.models.lookups import GreaterThan
 
+from .conf import ojs_settings
 from .keys import ApiKeyManager
 from .protocol.cron import MAX_EXPRESSION_LENGTH
 from .protocol.states import TERMINAL, WAITING, JobState, WorkerState
@@ -236,6 +238,11 @@ _WAITING = sorted(s.value for s in WAITING)
 _ACTIVE = JobState.ACTIVE.value
 
 
+def discarded_kept_until(dead_letter: bool, finished_at: dt.datetime) -> dt.datetime:
+    """When retention prunes a job discarded at ``finished_at``, kept as a dead letter or not."""
+    return finished_at + dt.timedelta(seconds=ojs_settings.RETENTION["dead_letter" if dead_letter else "discarded"])
+
+
 class Job(models.Model):
     # Insertion order: the FIFO tie-break after priority (DESIGN invariant 5).
     # UUIDv7's random bits do not order jobs created in the same millisecond.
@@ -303,6 +310,14 @@ class Job(models.Model):
 
     objects = JobManager()
 
+    # What a push did with this job, on the instance it returns (never
+    # stored): True when a unique job's existing holder was returned instead
+    # of storing a new one (on_conflict "ignore"); the id of the job a new
+    # one replaced (on_conflict "replace"). Defined on every instance, so
+    # `job.deduplicated` reads False on a job stored anew or loaded later.
+    deduplicated: bool = False
+    replaced_job_id: uuid.UUID | None = None
+
     class Meta:
         indexes = [
             # FETCH: next job of a queue, priority high to low, then FIFO.
@@ -334,9 +349,15 @@ class Job(models.Model):
                 name="ojs_job_expiry",
                 condition=Q(state__in=_WAITING, expires_at__isnull=False),
             ),
-            # Pruning, the dead letter and throughput figures.
+            # Pruning, the failed jobs and throughput figures.
             models.Index(
                 fields=["state", "finished_at"], name="ojs_job_finished", condition=Q(state__in=_TERMINAL)
+            ),
+            # The dead letter (core/dead_letter.py): its list, counts and cap read only its own jobs.
+            models.Index(
+                fields=["finished_at"],
+                name="ojs_job_dead_letter",
+                condition=Q(state=JobState.DISCARDED.value, dead_letter=True),
             ),
             # Queue statistics and the admin's filters count by queue and state.
             # Available jobs are left out: ojs_job_available serves them, and
@@ -377,13 +398,22 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.type} {self.id} ({self.state})"
 
+    @property
+    def kept_until(self) -> dt.datetime | None:
+        """When retention prunes this discarded job: ``RETENTION["dead_letter"]`` after it
+        finished for a dead letter (sooner past ``dead_letter_max_count``), ``RETENTION["discarded"]``
+        for a plain discard; None for a job in any other state (core/dead_letter.py)."""
+        if self.state != JobState.DISCARDED or self.finished_at is None:
+            return None
+        return discarded_kept_until(self.dead_letter, self.finished_at)
+
 
 class DeadLetterJob(Job):
-    """The dead letter (ojs-dead-letter): discarded jobs, as their own admin entry."""
+    """The admin's Failed jobs: every discarded job, dead letters and plain discards (core/dead_letter.py)."""
 
     class Meta:
         proxy = True
-        verbose_name = "dead letter job"
+        verbose_name = "failed job"
 
 
 class Overview(Job):
@@ -582,6 +612,9 @@ class Event(models.Model):
             models.Index(fields=["queue", "type", "seq"], name="ojs_event_queue"),
             # A job's own story on its admin page: its latest events, newest first.
             models.Index(fields=["job_id", "seq"], name="ojs_event_job", condition=Q(job_id__isnull=False)),
+            # Retention of the events of no job, oldest first: a job's own go with the job
+            # (core/maintenance._prune_events), so a walk of the primary key would meet them first.
+            models.Index(fields=["seq"], name="ojs_event_no_job", condition=Q(job_id__isnull=True)),
         ]
 
     def __str__(self) -> str:

@@ -53,7 +53,8 @@ def enqueue(job_type: str, args: Sequence[Any] = (), **options: Any) -> Job | No
 
     Unique jobs: a duplicate under ``on_conflict: "reject"`` raises
     ``django_ojs.DuplicateJob`` (``existing_job_id``); under ``"ignore"`` the
-    existing job is returned with ``job.deduplicated`` set. A bounded queue
+    existing job is returned with ``job.deduplicated`` True (False on a job
+    stored anew; ``job.replaced_job_id`` names a job it replaced). A bounded queue
     that is full raises ``django_ojs.QueueFull``.
     """
     return enqueue_many([{"type": job_type, "args": args, **options}])[0]

@@ -1,7 +1,7 @@
 """The operators' console in the Django admin.
 
 Importing this package (Django's admin autodiscovery does) registers the
-Jobs, Dead letter, Workers, Workflows, Queues, Cron schedules, Rate limits, Overview and API keys pages on the
+Jobs, Failed jobs, Workers, Workflows, Queues, Cron schedules, Rate limits, Overview and API keys pages on the
 default admin site. Every action goes through the core; see each module.
 """
 

@@ -1,8 +1,14 @@
-"""The dead letter: discarded jobs with their last error; retry or purge (ojs-dead-letter).
+"""Failed jobs: every discarded job, what it is kept as and until when; retry or purge.
 
-Listed by discard time, newest first, straight from the ``ojs_job_finished``
-index. Retry puts a job back to ``available`` with fresh attempts and its
-error history kept (§6.1); purge deletes it and its history, after asking.
+A discarded job is kept as a **dead letter** (its policy said
+``on_exhaustion: "dead_letter"``: ``RETENTION["dead_letter"]``) or
+**discarded** (``RETENTION["discarded"]``), core/dead_letter.py. This page
+lists both, filterable by that; ``GET /ojs/v1/dead-letter`` and its stats
+hold the dead letters only. Listed by discard time, newest first, straight
+from the ``ojs_job_finished`` index. Retry puts a job of either kind back to
+``available`` with fresh attempts and its error history kept
+(ojs-dead-letter §6.1); purge deletes it, its error history and its events,
+after asking.
 """
 
 from __future__ import annotations
@@ -13,8 +19,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
+from ..core.dead_letter import failed_jobs, keeping
 from ..models import DeadLetterJob, Job
-from ..protocol.states import JobState
 from .display import moment
 from .filters import ErrorTypeFilter, QueueFilter, RetentionFilter, TypeFilter
 from .job_moves import PURGE, RETRY
@@ -23,26 +29,26 @@ from .jobs import JobAdminBase
 
 @admin.register(DeadLetterJob)
 class DeadLetterJobAdmin(JobAdminBase):
-    list_title = "Dead letter"
+    list_title = "Failed jobs"
     job_moves = (RETRY, PURGE)
-    missing_reason = "no longer in the dead letter"
+    missing_reason = "no longer discarded"
     list_display = ("type_and_id", "queue_name", "attempts", "discarded", "kept_as", "last_error")
-    list_filter = (QueueFilter, TypeFilter, ErrorTypeFilter, RetentionFilter)
+    list_filter = (RetentionFilter, QueueFilter, TypeFilter, ErrorTypeFilter)
     ordering = ("-finished_at", "-seq")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).filter(state=JobState.DISCARDED)
+        return super().get_queryset(request).filter(pk__in=failed_jobs().values("pk"))
 
     @admin.display(description="discarded")
     def discarded(self, job: Job) -> SafeString | str:
         return moment(job.finished_at, job.db_now)
 
     @admin.display(description="kept as")
-    def kept_as(self, job: Job) -> SafeString | str:
-        return "dead letter" if job.dead_letter else "discard"
+    def kept_as(self, job: Job) -> str:
+        return keeping(job)
 
     def url_after_move(self, job: Job, move: str) -> str:
-        # A retried job leaves the dead letter: follow it to the Jobs page.
+        # A retried job leaves this page: follow it to the Jobs page.
         # A purged one is gone: back to the list.
         if move == RETRY.name:
             return reverse("admin:django_ojs_job_change", args=[job.pk])

@@ -142,16 +142,16 @@ class ErrorTypeFilter(ValueFilter):
 
 
 class RetentionFilter(admin.SimpleListFilter):
-    """Dead letters (kept for the dead letter's retention) or plain discards (pruned sooner)."""
+    """What a discarded job is kept as: a dead letter (the dead letter's retention) or discarded (pruned sooner)."""
 
     title = "kept as"
     parameter_name = "kept"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [("dead_letter", "dead letter (on_exhaustion)"), ("discard", "plain discard")]
+        return [("dead_letter", "dead letter"), ("discarded", "discarded")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() in ("dead_letter", "discard"):
+        if self.value() in ("dead_letter", "discarded"):
             return queryset.filter(dead_letter=self.value() == "dead_letter")
         return queryset
 

@@ -129,9 +129,9 @@ ACTIVATE = JobMove(
 RETRY = JobMove(
     "retry_jobs",
     "Retry",
-    "Retry selected jobs from the dead letter",
+    "Retry selected failed jobs",
     sources(Move.RESURRECT),
-    "retried from the dead letter",
+    "retried",
     _call(control.resurrect),
     bulk_name="retry",
 )
@@ -147,12 +147,15 @@ DISCARD = JobMove(
 PURGE = JobMove(
     "purge_jobs",
     "Purge",
-    "Purge selected jobs for good (asks for confirmation)",
+    "Purge selected failed jobs for good (asks for confirmation)",
     frozenset({JobState.DISCARDED}),
     "purged",
     _call(control.purge_dead),
     log_flag=DELETION,
-    confirm_warning="Purged jobs and their error history are deleted for good: this cannot be undone.",
+    confirm_warning=(
+        "Purged jobs -- dead letters and discarded jobs alike -- are deleted for good with their error "
+        "history and their events: this cannot be undone."
+    ),
     bulk_name="purge",
 )
 

@@ -1,7 +1,7 @@
 """What a job's own page shows: timeline, reservation and error history.
 
 Functions of a job and the database's current time (``now``), so the
-changelist, the change page and the dead letter render them alike.
+changelist, the change page and the Failed jobs page render them alike.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..core import events
 from ..core.unique_keys import current_holder
 from ..models import Event, Job, JobError, Worker
 from ..protocol.progress import percent, view
@@ -29,6 +30,8 @@ ERROR_HISTORY_LIMIT = 100
 # EVENT_HISTORY_MAX so a job with 10,000 events still renders fast.
 EVENT_HISTORY_LIMIT = 50
 EVENT_HISTORY_MAX = 1000
+# Progress reports are counted apart from the lifecycle events, exactly up to this many.
+PROGRESS_COUNT_LIMIT = 10_000
 _FINISHED_LABEL = {
     JobState.COMPLETED: "completed",
     JobState.DISCARDED: "discarded",
@@ -142,17 +145,21 @@ def event_history(job: Job, now: dt.datetime, limit: int = EVENT_HISTORY_LIMIT) 
     """The job's lifecycle events, oldest first: every claim (worker, attempt), failure,
     release, recovery, cancellation -- why it ran as many times as it did.
 
-    The latest ``limit`` only, read newest first on the (job_id, seq) index.
+    The latest ``limit`` lifecycle events, read newest first on the (job_id, seq)
+    index. Progress reports are not among them: a handler reporting every
+    second would push the claims and failures off the page within a minute.
+    They are summed up in one line under the table instead (how many, the latest).
     """
-    rows = list(Event.objects.filter(job_id=job.id).order_by("-seq")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    rows.reverse()
+    rows, more = events.job_story(job.id, limit)
     entries = [{"event": event, "when": moment(event.time, now), "what": _event_summary(event)} for event in rows]
+    progress_count, latest = events.progress_reports(job.id, PROGRESS_COUNT_LIMIT)
     return render_to_string(
         "admin/django_ojs/job/event_history.html",
         {"entries": entries, "more": more, "limit": limit, "can_show_more": more and limit < EVENT_HISTORY_MAX,
-         "max": EVENT_HISTORY_MAX},
+         "max": EVENT_HISTORY_MAX,
+         "progress_count": progress_count, "progress_more": progress_count > PROGRESS_COUNT_LIMIT,
+         "progress_limit": PROGRESS_COUNT_LIMIT,
+         "progress_latest": latest and {"when": moment(latest.time, now), "what": _event_summary(latest)}},
     )
 
 

@@ -34,8 +34,10 @@ from django.utils.safestring import SafeString
 from django.views.decorators.cache import never_cache
 
 from ..core.clock import TxNow
+from ..core.dead_letter import keeping, kept_until
 from ..core.search import HELP_TEXT, job_search
 from ..models import Job
+from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest
 from ..protocol.states import TERMINAL
 from . import job_pages
@@ -75,7 +77,7 @@ class JobChangeList(ChangeList):
 
 
 class JobAdminBase(ConsoleAdmin):
-    """What the Jobs and the Dead letter pages share."""
+    """What the Jobs and the Failed jobs pages share."""
 
     # The moves this page offers, as actions and as buttons on a job's page.
     job_moves: tuple[JobMove, ...] = ()
@@ -97,7 +99,7 @@ class JobAdminBase(ConsoleAdmin):
             None,
             {
                 "fields": [
-                    "id", "type", "queue", "state_badge", "priority", "attempts", "dead_letter",
+                    "id", "type", "queue", "state_badge", "priority", "attempts", "dead_letter_kept",
                     "tags_list", "cron_name", "workflow",
                 ]
             },
@@ -176,6 +178,14 @@ class JobAdminBase(ConsoleAdmin):
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
         return f"{job.attempt} / {job.max_attempts}"
+
+    @admin.display(description="dead letter")
+    def dead_letter_kept(self, job: Job) -> str:
+        """'yes — kept until …' for a dead letter, 'no — discarded, kept until …' for a plain discard."""
+        until = kept_until(job)
+        if until is None:
+            return "no"
+        return f"yes — kept until {format_timestamp(until)}" if job.dead_letter else f"no — {keeping(job)}"
 
     @admin.display(description="age")
     def age(self, job: Job) -> str:

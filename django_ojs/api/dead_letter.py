@@ -1,13 +1,14 @@
-"""The dead letter: discarded jobs, listed, retried or purged (ojs-http-binding §12).
+"""The dead letter: jobs kept as dead letters, listed, retried or purged (ojs-http-binding §12).
 
-Every discarded job is listed, each with ``dead_letter`` telling whether its
-policy asked to keep it (``on_exhaustion: "dead_letter"``); ``?dead_letter=
-true`` lists only those (docs/explanation/decisions.md).
+The dead letter is the discarded jobs whose policy asked to keep them
+(``on_exhaustion: "dead_letter"``, ``"dead_letter": true`` in their record),
+and no others (core/dead_letter.py): a plain discard is not listed, not
+counted, and ``/dead-letter/{id}`` answers 404 for it (docs/explanation/decisions.md).
+The admin API's dead letter (``api/admin/dead_letter.py``) serves the same jobs.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django.db.models import Prefetch
@@ -15,12 +16,12 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import control
+from ..core.dead_letter import dead_letter_jobs, find, retention
 from ..core.stats import dead_letter_stats
-from ..models import Job, JobError
+from ..models import JobError
 from ..protocol.durations import format_duration, format_timestamp
 from ..protocol.envelope import parse_job_ref, render_job, validate_queue_name
-from ..protocol.errors import InvalidRequest, NotFound
-from ..protocol.states import JobState
+from ..protocol.errors import InvalidRequest
 from .base import OJSView
 from .pagination import page_of
 
@@ -29,16 +30,19 @@ class DeadLetterListView(OJSView):
     def get(self, request: Any) -> Response:
         params = request.query_params
         page = page_of(params)
-        jobs = Job.objects.filter(state=JobState.DISCARDED)
+        jobs = dead_letter_jobs()
         if params.get("queue"):
             jobs = jobs.filter(queue=validate_queue_name(params["queue"], "queue"))
         if params.get("type"):
             jobs = jobs.filter(type=params["type"])
-        flag = params.get("dead_letter")
-        if flag is not None:
-            if flag not in ("true", "false"):
-                raise InvalidRequest("dead_letter must be 'true' or 'false'", field="dead_letter")
-            jobs = jobs.filter(dead_letter=flag == "true")
+        # Before the dead letter held only dead letters, ?dead_letter= chose between
+        # them and plain discards; "true" is what the list is, "false" asks for jobs it never holds.
+        if params.get("dead_letter", "true") != "true":
+            raise InvalidRequest(
+                "the dead letter holds only jobs kept as dead letters; plain discards are listed by "
+                "GET /ojs/v1/admin/jobs?state=discarded",
+                field="dead_letter",
+            )
         total = jobs.count()
         rows, has_more = page.slice(
             jobs.order_by("-finished_at", "-seq").prefetch_related(
@@ -53,34 +57,33 @@ class DeadLetterListView(OJSView):
         )
 
 
+def render_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """The dead letter's figures as both doors render them (``/dead-letter/stats``, ``/admin/dead-letter/stats``)."""
+    return {
+        "total": stats["total"],
+        "by_queue": stats["by_queue"],
+        "by_error_type": stats["by_error_type"],
+        "oldest_at": format_timestamp(stats["oldest"]),
+        "newest_at": format_timestamp(stats["newest"]),
+        "retention": {
+            "max_age": format_duration(retention(dead_letter=True)),
+            "max_count": ojs_settings.RETENTION["dead_letter_max_count"],
+        },
+    }
+
+
 class DeadLetterStatsView(OJSView):
     """ojs-dead-letter §10.1."""
 
     def get(self, request: Any) -> Response:
-        stats = dead_letter_stats()
-        retention = ojs_settings.RETENTION
-        return Response(
-            {
-                "total": stats["total"],
-                "dead_letter": stats["dead_letter"],
-                "by_queue": stats["by_queue"],
-                "by_error_type": stats["by_error_type"],
-                "oldest_at": format_timestamp(stats["oldest"]),
-                "newest_at": format_timestamp(stats["newest"]),
-                "retention": {
-                    "max_age": format_duration(dt.timedelta(seconds=retention["dead_letter"])),
-                    "max_count": retention["dead_letter_max_count"],
-                    "discarded_max_age": format_duration(dt.timedelta(seconds=retention["discarded"])),
-                },
-            }
-        )
+        return Response(render_stats(dead_letter_stats()))
 
 
 class DeadLetterRetryView(OJSView):
     required_scope = "admin"
 
     def post(self, request: Any, job_id: str) -> Response:
-        job = control.resurrect(parse_job_ref(job_id, "id"))
+        job = control.resurrect(parse_job_ref(job_id, "id"), dead_letter_only=True)
         body = render_job(job)
         body["re_enqueued_at"] = body.get("enqueued_at")
         return Response({"job": body})
@@ -90,14 +93,10 @@ class DeadLetterJobView(OJSView):
     required_scope = {"GET": "read", "DELETE": "admin"}
 
     def get(self, request: Any, job_id: str) -> Response:
-        # By id alone (a state condition can make PostgreSQL walk every finished job: core/control._move).
-        job = Job.objects.filter(id=parse_job_ref(job_id, "id")).first()
-        if job is None or job.state != JobState.DISCARDED:
-            raise NotFound(f"dead letter job {job_id} not found",
-                           details={"resource_type": "dead_letter_job", "resource_id": job_id})
+        job = find(parse_job_ref(job_id, "id"))
         return Response({"job": render_job(job, errors=job.errors.all())})
 
     def delete(self, request: Any, job_id: str) -> Response:
         ref = parse_job_ref(job_id, "id")
-        control.purge_dead(ref)
+        control.purge_dead(ref, dead_letter_only=True)
         return Response({"deleted": True, "job_id": str(ref), "id": str(ref)})

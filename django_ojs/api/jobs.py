@@ -33,10 +33,10 @@ def render_pushed(job: Job) -> dict[str, Any]:
     """A PUSH reply's entry: the job, and what unique jobs did (ignore, replace)."""
     rendered = render_job(job)
     body: dict[str, Any] = {"job": rendered}
-    if getattr(job, "deduplicated", False):
+    if job.deduplicated:
         rendered["deduplicated"] = True
         body["deduplicated"] = True
-    replaced = getattr(job, "replaced_job_id", None)
+    replaced = job.replaced_job_id
     if replaced is not None:
         rendered["replaced_job_id"] = str(replaced)
         body["replaced_job_id"] = str(replaced)

@@ -14,6 +14,7 @@ from django.db.models.fields.json import KT
 
 from ..core import coverage, workers
 from ..core.clock import db_now
+from ..core.dead_letter import describe, keeping
 from ..core.selection import JobFilter, job_uuid
 from ..models import Job, Queue, Worker
 from ..protocol.durations import format_timestamp
@@ -27,13 +28,15 @@ def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
         job_filter.selection()
         .order_by("-seq")
         .annotate(error_type=KT("error__type"))
-        .values("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "created_at",
-                "finished_at", "error_type")[:limit]
+        .only("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "created_at",
+              "finished_at", "dead_letter")[:limit]
     )
     return [
-        {**row, "id": str(row["id"]), "created_at": format_timestamp(row["created_at"]),
-         "finished_at": format_timestamp(row["finished_at"])}
-        for row in rows
+        {"id": str(job.id), "type": job.type, "queue": job.queue, "state": job.state, "priority": job.priority,
+         "attempt": job.attempt, "max_attempts": job.max_attempts, "created_at": format_timestamp(job.created_at),
+         "finished_at": format_timestamp(job.finished_at), "error_type": job.error_type,
+         "kept": keeping(job) or None}
+        for job in rows
     ]
 
 
@@ -46,12 +49,19 @@ def show_job(job_id: str) -> dict[str, Any]:
     return body
 
 
+def kept_line(rendered: dict[str, Any]) -> str:
+    """``show``'s line for people: what a discarded job is kept as and until when (core/dead_letter.py)."""
+    if rendered.get("state") != JobState.DISCARDED or not rendered.get("kept_until"):
+        return ""
+    return describe(rendered["dead_letter"], rendered["kept_until"])
+
+
 def list_queues() -> list[dict[str, Any]]:
     """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state.
 
-    Counts cover unfinished jobs and the dead letter (the partial indexes
-    hold them); completed and cancelled jobs, the bulk of a table, are not
-    counted here.
+    Counts cover unfinished jobs and discarded ones, dead letters and plain
+    discards alike (the partial indexes hold them); completed and cancelled
+    jobs, the bulk of a table, are not counted here.
     """
     counted = sorted({state.value for state in JobState if state not in TERMINAL} | {JobState.DISCARDED.value})
     counts: dict[str, dict[str, int]] = {}

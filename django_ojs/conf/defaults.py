@@ -46,11 +46,20 @@ DEFAULTS: dict[str, Any] = {
     # Reservation period of a claimed job (ojs-worker-protocol §5.2; the
     # binding's 30 s is not used, see docs/explanation/decisions.md). Heartbeats extend it.
     "DEFAULT_VISIBILITY_TIMEOUT": 1800,
-    # A project-wide retry policy, merged under each job's own. Empty: ojs-retry
-    # §8's, 3 attempts, exponential from 1 s, at most 5 min, with jitter.
-    "DEFAULT_RETRY": {},
+    # A project-wide retry policy, merged under each job's own; a project's dict
+    # is merged over this one. Otherwise ojs-retry §8's: 3 attempts, exponential
+    # from 1 s, at most 5 min, with jitter -- but an exhausted job is kept in the
+    # dead letter (`on_exhaustion: "dead_letter"`, where §8 discards it:
+    # ojs-dead-letter calls silent discarding unacceptable in production). A
+    # job's own `"on_exhaustion": "discard"` still discards it.
+    "DEFAULT_RETRY": {"on_exhaustion": "dead_letter"},
     # Record lifecycle events (ojs-events) in the same transaction as each change.
     "EVENTS": True,
+    # Keep a job's events as long as the job itself: they are deleted with it
+    # (its retention, a purge, a bulk delete), so a job kept 180 days in the
+    # dead letter keeps its whole story. False: each event is pruned
+    # `RETENTION["events"]` after it was written, even while its job is kept.
+    "EVENTS_KEPT_WITH_JOB": True,
     # Prepare the hot statements (PUSH of one job, FETCH, ACK, the worker's
     # turn) on PostgreSQL (`core/pg/prepared.py`). `None`: yes, unless the
     # database sets Django's `DISABLE_SERVER_SIDE_CURSORS` (a transaction
@@ -134,7 +143,8 @@ DEFAULTS: dict[str, Any] = {
         "dead_letter": 180 * 86400,
         # Most dead-letter jobs kept; the oldest go first (ojs-dead-letter §5.2).
         "dead_letter_max_count": 10_000,
-        # Lifecycle events.
+        # Lifecycle events of no job (workers, queues, schedules), and of jobs
+        # deleted by other means; with `EVENTS_KEPT_WITH_JOB` False, every event.
         "events": 86400,
         # Rows of workers declared dead, kept so the admin shows them and a
         # returning worker is recognised.

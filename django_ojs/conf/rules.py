@@ -177,6 +177,7 @@ RULES: dict[str, Rule] = {
     "DEFAULT_VISIBILITY_TIMEOUT": seconds(zero_allowed=False),
     "DEFAULT_RETRY": retry_policy,
     "EVENTS": boolean,
+    "EVENTS_KEPT_WITH_JOB": boolean,
     "PREPARED_STATEMENTS": optional_boolean,
     "ONE_STATEMENT_PATHS": boolean,
     "METRICS": boolean,

@@ -158,6 +158,7 @@ def _activate(manager: Any, rows: list[tuple[int, str, str | None]], report: Bul
 def _delete(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
     seqs = [seq for seq, _, _ in rows]
     JobError.objects.filter(job_id__in=seqs).delete()
+    events.forget_jobs(manager.filter(seq__in=seqs).values_list("id", flat=True))
     manager.filter(seq__in=seqs).delete()
     report.moved += len(seqs)
 

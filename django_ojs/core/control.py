@@ -6,6 +6,7 @@ changes nothing, a read tells the caller why (missing, or in which state).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -15,6 +16,7 @@ from ..protocol.errors import NotFound
 from ..protocol.states import TERMINAL, JobState, Move, sources, target
 from . import events
 from .clock import TxNow
+from .dead_letter import is_dead_letter
 from .moves import cancel_rows, discard_changes, resurrect_changes
 from .refusal import refusal
 from .unique_keys import reentry_guard
@@ -51,18 +53,21 @@ def activate(job_id: Any) -> Job:
     return job
 
 
-def resurrect(job_id: Any, *, missing: str = "dead letter job") -> Job:
-    """Manual retry from the dead letter: discarded -> available with fresh attempts.
+def resurrect(job_id: Any, *, missing: str = "dead letter job", dead_letter_only: bool = False) -> Job:
+    """Manual retry of a discarded job: discarded -> available with fresh attempts.
 
     ojs-core §6.3 resets ``attempt`` to 0; ojs-dead-letter §6.1 keeps the
     error history (the ``errors`` rows) for the next post-mortem, so only
     the current ``error`` is cleared. ``missing`` names what was not found
     (the dead letter's door says "dead letter job", the admin API "job").
+    ``dead_letter_only``: the dead letter's doors, for which a plain discard
+    is not there at all (404, core/dead_letter.py); operators' doors retry both.
     """
     # One transaction for the move and its event (DESIGN invariant 9); a
     # live job holding this one's unique key refuses it (core/unique_keys.py).
     with reentry_guard(job_id), transaction.atomic():
-        job = _move(job_id, Move.RESURRECT, missing=missing, **resurrect_changes(TxNow()))
+        job = _move(job_id, Move.RESURRECT, missing=missing,
+                    only_if=is_dead_letter if dead_letter_only else None, **resurrect_changes(TxNow()))
         assert job.enqueued_at is not None  # the move set it
         events.record([events.job_event("job.enqueued", job, job.enqueued_at, retried_from_dead_letter=True)])
     return job
@@ -76,20 +81,26 @@ def discard(job_id: Any) -> Job:
     return job
 
 
-def purge_dead(job_id: Any) -> None:
-    """Delete a discarded job and its history for good (ojs-http-binding §12.3)."""
+def purge_dead(job_id: Any, *, dead_letter_only: bool = False) -> None:
+    """Delete a discarded job and its history and events for good (ojs-http-binding §12.3).
+
+    ``dead_letter_only``: as ``resurrect``'s, a plain discard is not found.
+    """
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(id=job_id).first()  # by id alone, as _move
-        if job is None or job.state != JobState.DISCARDED:
+        if job is None or job.state != JobState.DISCARDED or (dead_letter_only and not is_dead_letter(job)):
             raise NotFound(
                 f"dead letter job {job_id} not found",
                 details={"resource_type": "dead_letter_job", "resource_id": str(job_id)},
             )
         JobError.objects.filter(job_id=job.seq).delete()
+        events.forget_jobs([job.id])
         Job.objects.filter(seq=job.seq).delete()
 
 
-def _move(job_id: Any, move: Move, *, missing: str = "job", **changes: Any) -> Job:
+def _move(
+    job_id: Any, move: Move, *, missing: str = "job", only_if: Callable[[Job], bool] | None = None, **changes: Any
+) -> Job:
     """One job's ``move``, under its row lock.
 
     The row is found by ``id`` alone and its state checked once it is
@@ -101,6 +112,9 @@ def _move(job_id: Any, move: Move, *, missing: str = "job", **changes: Any) -> J
     with transaction.atomic():
         # The locked row also explains a refusal: no second read of it.
         job = Job.objects.select_for_update().filter(id=job_id).first()
+        # A row ``only_if`` refuses is not among the rows the caller's door serves: not found there.
+        if job is not None and only_if is not None and JobState(job.state) in sources(move) and not only_if(job):
+            job = None
         if job is None or JobState(job.state) not in sources(move):
             if job is None and missing != "job":
                 raise NotFound(

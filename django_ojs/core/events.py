@@ -55,6 +55,43 @@ def record(events: Iterable[Any]) -> None:
         signals.after_commit(batch)
 
 
+# A job's progress reports: one a second from a chatty handler, so its story is told without them.
+PROGRESS = "job.progress"
+
+
+def job_story(job_id: Any, limit: int) -> tuple[list[Event], bool]:
+    """A job's latest ``limit`` lifecycle events, oldest first, and whether older ones were left out.
+
+    Progress reports are not among them (``progress_reports`` sums them up):
+    they would push the claims, failures and recoveries out of any latest-N.
+    Read newest first on the (job_id, seq) index, as the admin and the admin API show it.
+    """
+    rows = list(Event.objects.filter(job_id=job_id).exclude(type=PROGRESS).order_by("-seq")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    rows.reverse()
+    return rows, more
+
+
+def progress_reports(job_id: Any, bound: int) -> tuple[int, Event | None]:
+    """How many progress reports a job has (counted up to ``bound + 1``), and its latest."""
+    reports = Event.objects.filter(job_id=job_id, type=PROGRESS)
+    count = reports.values("seq")[: bound + 1].count()
+    return count, reports.order_by("-seq").first() if count else None
+
+
+def forget_jobs(job_ids: Iterable[Any]) -> int:
+    """Delete the events of these jobs (their ``id``), as the jobs themselves are deleted.
+
+    A job's events are its story: they go with it, in the transaction that
+    deletes it, never before it (``OJS["EVENTS_KEPT_WITH_JOB"]``).
+    """
+    ids = list(job_ids)
+    if not ids:
+        return 0
+    return Event.objects.filter(job_id__in=ids)._raw_delete(Event.objects.db)
+
+
 def record_for_jobs(
     kind: str,
     seqs: list[int],

@@ -124,17 +124,19 @@ def _cap_dead_letter(max_count: int, limit: int) -> int:
 
 
 def _delete_jobs(queryset: Any, limit: int) -> int:
-    """Delete up to ``limit`` jobs and their history.
+    """Delete up to ``limit`` jobs, their error history and their events.
 
     ``_raw_delete`` skips Django's collector, which would first load every
-    related error row; the history is deleted explicitly, in the same
-    transaction.
+    related error row; the history and the events are deleted explicitly,
+    in the same transaction.
     """
     with transaction.atomic():
-        seqs = list(queryset.select_for_update(skip_locked=True).values_list("seq", flat=True)[:limit])
-        if not seqs:
+        rows = list(queryset.select_for_update(skip_locked=True).values_list("seq", "id")[:limit])
+        if not rows:
             return 0
+        seqs = [seq for seq, _ in rows]
         JobError.objects.filter(job_id__in=seqs)._raw_delete(JobError.objects.db)
+        events.forget_jobs([job_id for _, job_id in rows])
         return Job.objects.filter(seq__in=seqs)._raw_delete(Job.objects.db)
 
 
@@ -220,18 +222,30 @@ def _timed_out(job: Any, now: dt.datetime) -> Failure:
 
 
 def _prune_events(before: dt.datetime, limit: int) -> int:
-    """Delete the events written before ``before``, at most ``limit``: the stale among the oldest ``limit``.
+    """Delete the events written before ``before``, at most ``limit`` of each kind below.
 
-    Read along the primary key, not by time: an event's ``seq`` is taken as it
-    is written and its ``time`` is its move's clock, at most that moment, so
-    the lowest seqs hold the oldest events, and an index on ``time`` (dropped
-    in migration 0012: one more index entry per event, for this alone) is not
-    needed. The window is bounded: a scan never walks the table looking for
-    stale rows. An event stamped by a transaction that ran long may sit behind
-    newer ones; it goes when they have gone -- never early, at worst late.
+    With ``OJS["EVENTS_KEPT_WITH_JOB"]`` (the default) a job's events go with
+    the job (``_delete_jobs``), so here only events of no job (workers,
+    queues, schedules: read on their own index, ``ojs_event_no_job``) and
+    events whose job is gone by another way (deleted by hand, or before
+    events went with their jobs). Without it, every stale event.
+
+    The latter are read along the primary key, not by time: an event's ``seq``
+    is taken as it is written and its ``time`` is its move's clock, at most that
+    moment, so the lowest seqs hold the oldest events, and an index on ``time``
+    (dropped in migration 0012: one more index entry per event, for this alone)
+    is not needed. The window is bounded: a scan never walks the table looking
+    for stale rows. An event stamped by a transaction that ran long may sit
+    behind newer ones; it goes when they have gone -- never early, at worst late.
     """
     oldest = Event.objects.order_by("seq").values("seq")[:limit]
-    return Event.objects.filter(seq__in=oldest, time__lt=before)._raw_delete(Event.objects.db)
+    stale = Event.objects.filter(seq__in=oldest, time__lt=before)
+    if not ojs_settings.EVENTS_KEPT_WITH_JOB:
+        return stale._raw_delete(Event.objects.db)
+    no_job = Event.objects.filter(job_id__isnull=True).order_by("seq").values("seq")[:limit]
+    pruned = Event.objects.filter(seq__in=no_job, time__lt=before)._raw_delete(Event.objects.db)
+    orphans = stale.filter(job_id__isnull=False).exclude(Exists(Job.objects.filter(id=OuterRef("job_id"))))
+    return pruned + orphans._raw_delete(Event.objects.db)
 
 
 def _prune_workflows(before: dt.datetime, limit: int) -> int:

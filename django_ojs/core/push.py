@@ -54,7 +54,7 @@ def push_many(specs: Sequence[JobSpec]) -> list[Job]:
                 jobs = unique.insert(jobs, [spec.unique for spec in specs], now)
             else:
                 Job.objects.bulk_create(jobs)
-            created = [job for job in jobs if not getattr(job, "deduplicated", False)]
+            created = [job for job in jobs if not job.deduplicated]
             register_queues({job.queue for job in created})
             events.record(filter(None, (push_event(job, now) for job in created)))
     except IntegrityError as exc:

@@ -17,6 +17,7 @@ from django.db.models import Q, QuerySet
 from ..models import Job
 from ..protocol.errors import InvalidRequest
 from ..protocol.states import JobState
+from .dead_letter import DEAD_LETTER, KEPT_AS
 from .search import job_search
 
 
@@ -38,12 +39,15 @@ class JobFilter:
     created_until: dt.datetime | None = None
     # Finished before (ojs-admin-api §6.5 ``older_than``: the terminal timestamp).
     finished_before: dt.datetime | None = None
+    # What a discarded job is kept as (core/dead_letter.py): "dead letter" or "discarded";
+    # either selects discarded jobs only.
+    kept_as: str = ""
 
     @property
     def empty(self) -> bool:
         return not (
             self.states or self.queues or self.types or self.ids or self.error_types or self.search
-            or self.created_since or self.created_until or self.finished_before
+            or self.created_since or self.created_until or self.finished_before or self.kept_as
         )
 
     def selection(self) -> QuerySet:
@@ -71,6 +75,10 @@ class JobFilter:
             rows = rows.filter(created_at__lt=self.created_until)
         if self.finished_before is not None:
             rows = rows.filter(finished_at__lt=self.finished_before)
+        if self.kept_as:
+            if self.kept_as not in KEPT_AS:
+                raise InvalidRequest(f"kept as must be one of: {', '.join(KEPT_AS)}", field="kept_as")
+            rows = rows.filter(state=JobState.DISCARDED, dead_letter=self.kept_as == DEAD_LETTER)
         condition = job_search(self.search) if self.search else None
         return rows.filter(condition) if condition is not None else rows
 

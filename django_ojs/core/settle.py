@@ -21,6 +21,7 @@ way.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from django.db.models import Case, JSONField, Q, Value, When
 from ..models import Job, JobError
 from ..protocol.durations import format_timestamp, to_millis
 from ..protocol.failure import Failure
-from ..protocol.retry import RetryPolicy, decide
+from ..protocol.retry import FailureDecision, RetryPolicy, decide
 from ..protocol.states import JobState, Move, sources, target
 from . import events
 from .claimant import hold_claimant
@@ -43,6 +44,9 @@ from .workflows import advance as advance_workflows
 from .workflows import workflow_step
 
 # Every column a failure may change; bulk writes list them once.
+# The fate of every failed attempt, whichever door reported it (worker, HTTP FAIL, the reaper).
+logger = logging.getLogger("django_ojs.jobs")
+
 FAILURE_FIELDS = [
     "state", "releases", "worker_id", "lease_expires_at", "deadline_at", "started_at",
     "enqueued_at", "run_at", "retry_delay_ms", "completed_at", "finished_at",
@@ -278,6 +282,7 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
                "retryable": failure.retryable},
     )
     follow_up = None
+    decision: FailureDecision | None = None
     if mode is Settle.RELEASE:
         job.releases += 1
         _to_available(job, now)
@@ -332,7 +337,38 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
     )
     # The failed event reports the state the job lands in.
     failed.data["state"] = job.state
+    if mode is not Settle.RELEASE:
+        _log_failure(job, failure, decision if job.state == JobState.DISCARDED else None)
     return entry, [failed] + ([follow_up] if follow_up else [])
+
+
+# Why a failure ended its job, in the log line's words (protocol/retry.py FailureDecision.reason).
+GAVE_UP = {
+    "exhausted": "exhausted",
+    "non_retryable": "not retryable (non_retryable_errors)",
+    "not_retryable_flag": "not retryable (the failure said so)",
+    "handler_discard": "the handler said DISCARD",
+    "handler_fail": "the handler said FAIL",
+    "handler_dead_letter": "the handler said DEAD_LETTER",
+}
+
+
+def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> None:
+    """One line per failed attempt, once its transaction commits (a rolled-back settle logs nothing).
+
+    INFO while the job will run again, with when; WARNING for the failure that
+    ends it, with what it is kept as and until when, so the last failure does
+    not read like any retry.
+    """
+    head = f"job {job.id} ({job.type}) attempt {job.attempt}/{job.max_attempts} failed: {failure.type}: {failure.message}"
+    if ended is not None:
+        kept = "dead letter" if job.dead_letter else "discarded"
+        until = format_timestamp(job.kept_until) if job.kept_until else "-"
+        line = f"{head}; {GAVE_UP.get(ended.reason, ended.reason)} → {kept}, kept until {until}"
+        transaction.on_commit(lambda: logger.warning("%s", line))
+    else:
+        then = f"retry at {format_timestamp(job.run_at)}" if job.state == JobState.RETRYABLE else "back in its queue now"
+        transaction.on_commit(lambda: logger.info("%s; %s", head, then))
 
 
 def _to_available(job: Job, now: dt.datetime) -> None:

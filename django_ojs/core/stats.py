@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.utils.dateparse import parse_datetime
 
@@ -24,6 +24,7 @@ from ..models import Job
 from ..protocol.states import STATE_ORDER, JobState
 from .clock import db_now
 from .counting import Tally, count_rows, planner_estimate
+from .dead_letter import dead_letter_jobs
 
 # Per queue and state, counted exactly up to this many jobs.
 QUEUE_COUNT_LIMIT = 1_000
@@ -189,9 +190,13 @@ def queue_stats(name: str) -> dict[str, Any]:
     }
 
 
-def dead_letter_stats() -> dict[str, Any]:
-    """ojs-dead-letter §10.1: discarded jobs by queue and last error type, and their span."""
-    dead = Job.objects.filter(state=JobState.DISCARDED)
+def dead_letter_stats(selection: QuerySet | None = None) -> dict[str, Any]:
+    """ojs-dead-letter §10.1: the dead letter's jobs by queue and last error type, and their span.
+
+    The dead letter is ``core/dead_letter.dead_letter_jobs()``: plain discards
+    are not counted. ``selection`` narrows it (the admin API's filter).
+    """
+    dead = dead_letter_jobs() if selection is None else selection & dead_letter_jobs()
     span = dead.aggregate(total=Count("seq"), oldest=Min("finished_at"), newest=Max("finished_at"))
     by_queue = dict(dead.values_list("queue").annotate(n=Count("seq")).order_by())
     by_type = (
@@ -202,7 +207,6 @@ def dead_letter_stats() -> dict[str, Any]:
     )
     return {
         **span,
-        "dead_letter": dead.filter(dead_letter=True).count(),
         "by_queue": by_queue,
         "by_error_type": {error_type or "Unknown": n for error_type, n in by_type},
     }

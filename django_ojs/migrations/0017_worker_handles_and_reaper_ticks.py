@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_ojs", "0015_stats_history_and_maintenance")]
+    dependencies = [("django_ojs", "0016_failed_jobs_and_job_stories")]
 
     operations = [
         migrations.AddField(

@@ -15,7 +15,10 @@ Two kinds, two sources:
 - **Gauges** about the whole store (``ojs_queue_depth``, the oldest available
   job's age, workers by state, busy jobs) are read at scrape time with the
   admin's bounded counts: exact up to 1,000 per queue and state, the
-  planner's estimate past that, never a full scan.
+  planner's estimate past that, never a full scan. ``ojs_dead_letter_jobs``
+  counts the dead letter by queue, the same jobs as ``GET /ojs/v1/dead-letter/stats``
+  (``core.stats.dead_letter_stats``: bounded by ``RETENTION["dead_letter_max_count"]``);
+  plain discards are in ``ojs_queue_depth{state="discarded"}`` with the dead letters.
 
 Several processes: ``prometheus_client``'s multiprocess mode. Point
 ``PROMETHEUS_MULTIPROC_DIR`` at one empty directory for every process of a
@@ -36,7 +39,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from ..core import coverage
 from ..core.clock import db_now
-from ..core.stats import queue_depths
+from ..core.stats import dead_letter_stats, queue_depths
 from ..core.workers import DEAD, SHOWN_STATES, shown_state
 from ..models import Queue, Worker
 from ..protocol.states import JobState
@@ -221,7 +224,13 @@ class StoreCollector:
         )
         for item in coverage.unrunnable(now)[0]:
             unrunnable.add_metric([item.queue, item.type], item.count)
-        yield from (depth, busy, age, workers, active, unrunnable)
+        dead_letter = GaugeMetricFamily(
+            "ojs_dead_letter_jobs", "Jobs in the dead letter (kept as dead letters, not plain discards), per queue.",
+            labels=["queue"],
+        )
+        for queue, count in sorted(dead_letter_stats()["by_queue"].items()):
+            dead_letter.add_metric([queue], count)
+        yield from (depth, busy, age, workers, active, unrunnable, dead_letter)
 
 
 def exposition() -> bytes:

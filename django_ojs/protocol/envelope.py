@@ -46,7 +46,7 @@ SYSTEM_ATTRIBUTES = frozenset(
         "state", "attempt", "max_attempts", "created_at", "enqueued_at", "started_at",
         "completed_at", "cancelled_at", "discarded_at", "finished_at", "error", "errors",
         "result", "worker_id", "retry_delay_ms", "next_attempt_at", "next_retry_at",
-        "dead_letter", "lease_expires_at", "deadline_at", "releases", "run_at", "visibility_deadline",
+        "dead_letter", "kept_until", "lease_expires_at", "deadline_at", "releases", "run_at", "visibility_deadline",
     }
 )
 # Top-level attributes this module reads; everything else is preserved as given.
@@ -524,6 +524,10 @@ def render_job(job: Any, *, errors: Iterable[Any] | None = None) -> dict[str, An
         out["retry_delay_ms"] = job.retry_delay_ms
     if state == JobState.DISCARDED:
         out["dead_letter"] = job.dead_letter
+        # When retention deletes it, which depends on what it is kept as (Job.kept_until).
+        kept_until = getattr(job, "kept_until", None)
+        if kept_until is not None:
+            out["kept_until"] = format_timestamp(kept_until)
     if errors is not None:
         out["errors"] = [render_error(entry) for entry in errors]
     return out

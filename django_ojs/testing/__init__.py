@@ -279,7 +279,7 @@ def _run_inline(stored: list[Job | None]) -> None:
     if jobs.mode != "inline":
         return
     for job in stored:
-        if job is None or getattr(job, "deduplicated", False):
+        if job is None or job.deduplicated:
             continue
         outcome = jobs.run_now(job)
         # Mirror the run on the object enqueue returns.

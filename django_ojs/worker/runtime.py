@@ -604,11 +604,8 @@ class Runtime:
             if verdict is Verdict.COMPLETED:
                 self.stats.completed += 1
             elif verdict is Verdict.FAILED:
+                # The store logs what became of it (core/settle.py: retry at, or kept as what until when).
                 self.stats.failed += 1
-                logger.info(
-                    "job %s (%s) attempt %d failed: %s: %s",
-                    execution.job_id, execution.job.type, execution.job.attempt, failure.type, failure.message,
-                )
             else:
                 self.stats.dropped += 1
                 logger.warning(

@@ -70,7 +70,7 @@ def test_retry_from_jobs_page_resurrects_discarded_jobs_with_their_history(admin
     said = run_action(admin_client, "job", "retry_jobs", [dead.pk, completed.pk])
 
     assert said == [
-        "Retry: 1 done, 1 skipped because: completed (1). Only discarded jobs can be retried from the dead letter."
+        "Retry: 1 done, 1 skipped because: completed (1). Only discarded jobs can be retried."
     ]
     dead.refresh_from_db()
     assert (dead.state, dead.attempt, dead.error) == ("available", 0, None)
@@ -169,7 +169,7 @@ def test_dead_letter_retry_reports_jobs_that_left_it_meanwhile(admin_client, mak
 
     said = run_action(admin_client, "deadletterjob", "retry_jobs", [dead.pk, already_retried.pk])
 
-    assert said == ["Retry: 1 done, 1 skipped because: no longer in the dead letter (1)."]
+    assert said == ["Retry: 1 done, 1 skipped because: no longer discarded (1)."]
     assert states(dead) == ["available"]
 
 
@@ -198,7 +198,7 @@ def test_purge_confirmation_reports_jobs_retried_in_between(admin_client, make_j
 
     said = run_action(admin_client, "deadletterjob", "purge_jobs", [dead.pk, retried.pk], confirmed="purge_jobs")
 
-    assert said == ["Purge: 1 done, 1 skipped because: no longer in the dead letter (1)."]
+    assert said == ["Purge: 1 done, 1 skipped because: no longer discarded (1)."]
     assert states(retried) == ["available"]
 
 

@@ -206,6 +206,32 @@ def test_every_screen(page, live_server):
     screenshot(page, "10-api-keys")
 
 
+def test_failed_jobs_say_what_each_is_kept_as_and_filter_by_it(page, live_server):
+    """A dead letter and a plain discard on the Failed jobs page: which is which, until when, and on each page."""
+    dead, plain = (Job.objects.push(parse_job({"type": "report.build", "args": [], "options": {
+        "queue": queue, "retry": {"max_attempts": 1, "on_exhaustion": kept}}})) for queue, kept in (
+        ("reports", "dead_letter"), ("thumbnails", "discard")))
+    for job in (dead, plain):
+        Job.objects.fetch([job.queue], worker_id="w-kept")
+        Job.objects.fail(job.id, Failure(type="ValueError", message="bad input"))
+    dead, plain = Job.objects.get(pk=dead.pk), Job.objects.get(pk=plain.pk)
+    until = {job.pk: job.kept_until.strftime("%Y-%m-%dT%H:%M:%S") for job in (dead, plain)}
+
+    page.goto(f"{live_server.url}/admin/django_ojs/deadletterjob/")
+    expect(page.locator("h1, #content h1").first).to_contain_text("Failed jobs")
+    expect(row_of(page, dead.pk)).to_contain_text(f"kept as dead letter until {until[dead.pk]}")
+    expect(row_of(page, plain.pk)).to_contain_text(f"discarded, kept until {until[plain.pk]}")
+    page.click('#changelist-filter a[href="?kept=dead_letter"]')
+    expect(page).to_have_url(re.compile(r"kept=dead_letter"))
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(row_of(page, dead.pk)).to_have_count(1)
+
+    page.goto(f"{live_server.url}/admin/django_ojs/job/{dead.pk}/change/")
+    expect(page.locator(".field-dead_letter_kept")).to_contain_text(f"yes — kept until {until[dead.pk]}")
+    page.goto(f"{live_server.url}/admin/django_ojs/job/{plain.pk}/change/")
+    expect(page.locator(".field-dead_letter_kept")).to_contain_text(f"no — discarded, kept until {until[plain.pk]}")
+
+
 def _dead_job(type_: str, queue: str) -> Job:
     """A job that failed for good on an earlier worker, its error in the history."""
     job = Job.objects.push(parse_job({"type": type_, "args": [42], "options": {"queue": queue}}))

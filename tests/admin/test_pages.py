@@ -159,10 +159,10 @@ def test_huge_arguments_are_cut(admin_client, make_job):
     assert len(page) < 60_000
 
 
-# -- Dead letter, workers, queues, overview, API keys ------------------------------------------
+# -- Failed jobs, workers, queues, overview, API keys ------------------------------------------
 
 
-def test_dead_letter_lists_only_discarded_jobs_newest_discard_first(admin_client, make_job):
+def test_failed_jobs_lists_only_discarded_jobs_newest_discard_first(admin_client, make_job):
     older = make_job("discarded")
     make_job("completed", queue="other")
     newer = make_job("discarded", queue="third")

@@ -50,14 +50,32 @@ def test_the_page_says_why_a_job_ran_three_times(admin, push):
     assert html.index("w-one") < html.index("w-two")
 
 
-def test_a_job_with_thousands_of_events_shows_the_latest_and_offers_more(admin, push):
-    job = push(type="story.busy")
+def test_thousands_of_progress_reports_do_not_push_the_story_off_the_page(admin, api, push):
+    job = push(type="story.busy", options={"queue": "busy", "retry": {"max_attempts": 3}})
+    Worker.objects.register("w-busy")
+    Job.objects.fetch(["busy"], worker_id="w-busy")
     now = db_now()
     events.record(events.job_event("job.progress", job, now, progress_percent=i) for i in range(1200))
+    Job.objects.fail(job.id, Failure(type="ValueError", message="bad row 7"), lease=Lease(worker_id="w-busy"))
+    html = page_of(admin, job)
+    for text in ("job.enqueued", "job.started", "w-busy", "job.failed", "ValueError: bad row 7", "job.retrying"):
+        assert text in html, text
+    assert 'class="ojs-event ojs-event-jobprogress"' not in html
+    assert "Progress reports: 1200, not listed above" in html and "progress % 1199" in html
+    assert "Only the latest" not in html
+    # The admin API's job detail tells the same story.
+    told = [event["type"] for event in api.get(f"/ojs/v1/admin/jobs/{job.id}").json()["events"]]
+    assert told == ["job.enqueued", "job.started", "job.failed", "job.retrying"]
+    assert html.count('class="ojs-event ') == len(told)
+
+
+def test_a_job_with_thousands_of_lifecycle_events_shows_the_latest_and_offers_more(admin, push):
+    job = push(type="story.busy")
+    now = db_now()
+    events.record(events.job_event("job.enqueued", job, now, requeued=True, attempt=i) for i in range(1200))
     html = page_of(admin, job)
     assert html.count('class="ojs-event ') == job_pages.EVENT_HISTORY_LIMIT
-    assert "progress % 1199" in html and "progress % 1149" not in html
-    assert "?events=all" in html
+    assert "?events=all" in html and "Only the latest 50 lifecycle events" in html
     more = page_of(admin, job, "?events=all")
     assert more.count('class="ojs-event ') == job_pages.EVENT_HISTORY_MAX
 

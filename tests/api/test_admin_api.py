@@ -558,5 +558,5 @@ def test_a_read_key_reads_and_changes_nothing(make_client, push):
 
 
 def test_an_unknown_admin_path_is_404_in_the_binding_error_format(api):
-    response = api.get(f"{ADMIN}/dead-letter")
+    response = api.get(f"{ADMIN}/no-such-section")
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"

@@ -1,4 +1,8 @@
-"""The dead letter over HTTP: list, get, retry, delete (ojs-http-binding §12)."""
+"""The dead letter over HTTP: list, get, retry, delete (ojs-http-binding §12).
+
+The dead letter holds the jobs kept as dead letters and no plain discard
+(core/dead_letter.py, docs/explanation/decisions.md).
+"""
 
 from __future__ import annotations
 
@@ -23,22 +27,41 @@ def discard(claim):
     return make
 
 
-def test_the_list_shows_discarded_jobs_newest_first_with_their_history(api, discard, push):
-    older, newer = discard(), discard(dead_letter=False)
+def test_the_list_shows_dead_letters_newest_first_with_their_history_and_no_plain_discard(api, discard, push):
+    older, _plain, newer = discard(), discard(dead_letter=False), discard()
     push()
     body = api.get("/ojs/v1/dead-letter").json()
     assert [job["id"] for job in body["jobs"]] == [str(newer.id), str(older.id)]
-    assert [job["dead_letter"] for job in body["jobs"]] == [False, True]
+    assert [job["dead_letter"] for job in body["jobs"]] == [True, True]
     assert body["jobs"][0]["errors"][0]["type"] == "Fatal"
     assert body["pagination"]["total"] == 2
 
 
-@pytest.mark.parametrize(("query", "expected"), [("dead_letter=true", 1), ("dead_letter=false", 1),
-                                                 ("queue=other", 1), ("type=test.job", 2), ("type=else", 0)])
+@pytest.mark.parametrize(("query", "expected"), [("dead_letter=true", 1), ("queue=other", 1), ("queue=default", 0),
+                                                 ("type=test.job", 1), ("type=else", 0)])
 def test_the_list_filters(api, discard, query, expected):
-    discard()
+    discard(queue="other")
     discard(dead_letter=False, queue="other")
     assert len(api.get(f"/ojs/v1/dead-letter?{query}").json()["jobs"]) == expected
+
+
+def test_asking_for_plain_discards_is_a_400_that_says_where_they_are(api, discard):
+    discard(dead_letter=False)
+    response = api.get("/ojs/v1/dead-letter?dead_letter=false")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request" and "/ojs/v1/admin/jobs?state=discarded" in error["message"]
+
+
+def test_a_plain_discard_is_not_in_the_dead_letter_and_keeps_it_so(api, discard):
+    job = discard(dead_letter=False)
+    for response in (api.get(f"/ojs/v1/dead-letter/{job.id}"), api.post(f"/ojs/v1/dead-letter/{job.id}/retry"),
+                     api.delete(f"/ojs/v1/dead-letter/{job.id}")):
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "not_found"
+    after = Job.objects.get(pk=job.pk)
+    assert (after.state, after.dead_letter, after.attempt) == ("discarded", False, 1)
+    assert JobError.objects.filter(job=job).count() == 1
 
 
 def test_the_list_pages(api, discard):

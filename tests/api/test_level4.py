@@ -148,11 +148,14 @@ def test_a_concurrency_limit_set_on_the_queue_holds_fetch(api, push):
 
 def test_dead_letter_stats_count_by_queue_and_error_type(api, claim):
     for queue in ("a", "a", "b"):
-        job = claim(options={"queue": queue, "retry": {"max_attempts": 1}})
+        job = claim(options={"queue": queue, "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}})
         error_type = "Boom" if queue == "a" else "Other"
         Job.objects.fail(job.id, Failure(type=error_type, message="x"))
+    plain = claim(options={"queue": "c", "retry": {"max_attempts": 1, "on_exhaustion": "discard"}})
+    Job.objects.fail(plain.id, Failure(type="Boom", message="x"))
     stats = api.get("/ojs/v1/dead-letter/stats").json()
-    assert stats["total"] == 3 and sum(stats["by_queue"].values()) == 3
+    assert stats["total"] == 3 and sum(stats["by_queue"].values()) == 3  # claim() gives each job a queue of its own
+    assert "dead_letter" not in stats  # no second count that could be read as the dead letter's
     assert stats["by_error_type"] == {"Boom": 2, "Other": 1} and stats["oldest_at"] and stats["retention"]["max_count"] == 10000
 
 

@@ -20,7 +20,7 @@ from django_ojs.models import Job
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
 
-__all__ = ["active_job", "complete_next", "dead_letter_job", "push"]
+__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push"]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
 WORKER = "worker-1"
@@ -44,6 +44,14 @@ def dead_letter_job(job_type: str = "email.send", queue: str = "email") -> str:
     """A job whose one attempt failed with ConnectionError: discarded, in the dead letter; its id."""
     job_id = active_job(job_type, queue, retry={"max_attempts": 1, "on_exhaustion": "dead_letter"})
     Job.objects.fail(job_id, Failure(type="ConnectionError", message="connection refused to smtp:25", retryable=True))
+    return job_id
+
+
+def discarded_job(job_type: str = "thumbnail.make", queue: str = "images") -> str:
+    """A job whose one attempt failed under a policy that says ``on_exhaustion: "discard"``: a plain discard,
+    not in the dead letter; its id."""
+    job_id = active_job(job_type, queue, retry={"max_attempts": 1, "on_exhaustion": "discard"})
+    Job.objects.fail(job_id, Failure(type="ValueError", message="not an image", retryable=True))
     return job_id
 
 

@@ -117,7 +117,8 @@ def cell(text: str) -> str:
 
 
 def default_cell(name: str, value: Any, rule: Rule) -> str:
-    if isinstance(value, dict) and value:
+    # A dict whose keys have rules of their own gets a table of them; another (a retry policy) is shown whole.
+    if isinstance(value, dict) and value and name in KEY_RULES:
         return "below"
     return f"`{literal(value)}`{gloss(name, value, rule)}"
 
@@ -143,7 +144,7 @@ def tables(entries: list[Entry]) -> str:
             table_open = True
         value = DEFAULTS[entry.name]
         out.append(row(entry.name, rule, value, entry.comment))
-        if entry.keys:
+        if entry.keys and entry.name in KEY_RULES:
             key_rule = KEY_RULES[entry.name]
             out += ["", f"`{entry.name}` keys:", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
             out += [row(key.name, key_rule(key.name), value[key.name], key.comment) for key in entry.keys]

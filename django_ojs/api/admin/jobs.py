@@ -13,9 +13,10 @@ from django.db.models import QuerySet
 from django.db.models.fields.json import KT
 from rest_framework.response import Response
 
-from ...core import control
+from ...core import control, events
 from ...core.counting import count_rows
-from ...models import Event, Job
+from ...core.dead_letter import kept_fields
+from ...models import Job
 from ...protocol.durations import format_timestamp
 from ...protocol.envelope import parse_job_ref, render_job
 from ...protocol.errors import NotFound
@@ -26,7 +27,7 @@ from .filters import filter_from_query
 from .paging import keyset_of, page_of
 
 LISTED = ("seq", "id", "type", "queue", "state", "priority", "attempt", "max_attempts", "created_at",
-          "enqueued_at", "scheduled_at", "started_at", "completed_at", "finished_at", "worker_id")
+          "enqueued_at", "scheduled_at", "started_at", "completed_at", "finished_at", "worker_id", "dead_letter")
 # A job's latest events shown with it (its admin page shows as many).
 EVENTS_SHOWN = 50
 
@@ -40,6 +41,8 @@ def render_listed(row: dict[str, Any]) -> dict[str, Any]:
             out[name] = format_timestamp(row[name])
     if row["state"] in (JobState.CANCELLED, JobState.DISCARDED) and row["finished_at"] is not None:
         out[f"{row['state']}_at"] = format_timestamp(row["finished_at"])
+    # What a discarded job is kept as and until when, as its record says.
+    out.update(kept_fields(row["state"], row["dead_letter"], row["finished_at"]))
     if row["state"] == JobState.ACTIVE and row["worker_id"]:
         out["worker_id"] = row["worker_id"]
     if row["error_type"] is not None:
@@ -82,8 +85,9 @@ class JobView(AdminView):
         body = render_job(job, errors=job.errors.all())
         if job.worker_id:
             body["worker_id"] = job.worker_id
-        latest = list(Event.objects.filter(job_id=job.id).order_by("-seq")[:EVENTS_SHOWN])
-        body["events"] = [render_event(event) for event in reversed(latest)]
+        # Its lifecycle, as its admin page lists it: progress reports would push it out (core/events.job_story).
+        story, _ = events.job_story(job.id, EVENTS_SHOWN)
+        body["events"] = [render_event(event) for event in story]
         finished = format_timestamp(job.finished_at)
         body["metadata"] = {
             "created_at": format_timestamp(job.created_at),

@@ -1,14 +1,11 @@
 """The admin API's routes, under ``/ojs/v1/admin/`` (ojs-admin-api §5); ``api/urls.py`` includes them.
 
-Each section of the document has its block. The dead letter's (§11:
-``dead-letter``, ``dead-letter/{id}``, ``dead-letter/{id}/retry``) comes
-with its own module, served by the same ``AdminView`` scopes; until then
-its paths are answered 404 like every path no view serves.
+Each section of the document has its block.
 """
 
 from django.urls import path
 
-from . import bulk, jobs, queues, stats, system, workers
+from . import bulk, dead_letter, jobs, queues, stats, system, workers
 
 urlpatterns = [
     # §6 queues
@@ -32,6 +29,12 @@ urlpatterns = [
     # §10 statistics
     path("stats", stats.StatsView.as_view()),
     path("stats/history", stats.HistoryView.as_view()),
+    # §11 the dead letter (openapi's stats and bulk retry too), the fixed names before the job ids
+    path("dead-letter", dead_letter.DeadLetterListView.as_view()),
+    path("dead-letter/stats", dead_letter.DeadLetterStatsView.as_view()),
+    path("dead-letter/retry", dead_letter.DeadLetterBulkRetryView.as_view()),
+    path("dead-letter/<str:job_id>", dead_letter.DeadLetterJobView.as_view()),
+    path("dead-letter/<str:job_id>/retry", dead_letter.DeadLetterRetryView.as_view()),
     # §12 the system
     path("system/maintenance", system.MaintenanceView.as_view()),
     path("system/config", system.ConfigView.as_view()),

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...cli import output, reads
 from ...core import bulk, maintenance_mode, queues
+from ...core.dead_letter import KEPT_AS
 from ...core.selection import JobFilter
 from ...protocol.durations import parse_duration
 from ...protocol.envelope import validate_queue_name
@@ -25,12 +26,12 @@ from ...protocol.errors import OJSError
 
 NOT_CONFIRMED = 3
 PARTIAL = 4
-JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type")
+JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type", "kept")
 QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable")
 WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "active_jobs", "last_heartbeat_at")
 BULK_HELP = {
-    "retry": "retry dead letter (discarded) jobs: back to available with fresh attempts",
-    "purge": "delete discarded jobs and their error history for good",
+    "retry": "retry failed (discarded) jobs, dead letters and plain discards: back to available with fresh attempts",
+    "purge": "delete failed (discarded) jobs, dead letters and plain discards, with their history, for good",
     "delete": "delete finished jobs (completed, discarded, cancelled) and their error history for good",
     "cancel": "cancel unfinished jobs (active ones are told at their next heartbeat)",
     "discard": "discard waiting jobs (scheduled, available, pending, retryable)",
@@ -77,7 +78,7 @@ class Command(BaseCommand):
         maintenance.add_argument("--for", dest="duration", help="how long it is expected to last, e.g. PT30M")
         _json(maintenance)
 
-        _json(commands.add_parser("queues", help="queues: paused or not, backlog and dead letter counts"))
+        _json(commands.add_parser("queues", help="queues: paused or not, backlog and discarded counts"))
         workers = commands.add_parser("workers", help="registered workers and their last heartbeat")
         workers.add_argument("--all", action="store_true", help="include workers declared dead")
         _json(workers)
@@ -100,7 +101,9 @@ class Command(BaseCommand):
 
     def do_show(self, options: dict[str, Any]) -> None:
         job = reads.show_job(options["job_id"])
-        self.emit(options, job, lambda: output.as_json(job))
+        # People read what a discarded job is kept as in one line under it; scripts read dead_letter, kept_until.
+        kept = reads.kept_line(job)
+        self.emit(options, job, lambda: output.as_json(job) + (f"\n{kept}" if kept else ""))
 
     def do_queues(self, options: dict[str, Any]) -> None:
         rows = reads.list_queues()
@@ -192,6 +195,8 @@ def _filters(parser: Any) -> None:
     parser.add_argument("--id", action="append", default=[], help="repeatable; a job id")
     parser.add_argument("--error-type", action="append", default=[], help="repeatable; the last error's type")
     parser.add_argument("--search", default="", help="a search term as in the admin, e.g. args.user_id=42")
+    parser.add_argument("--kept-as", choices=KEPT_AS, default="",
+                        help="discarded jobs kept as dead letters, or plain discards")
 
 
 def _json(parser: Any) -> None:
@@ -201,7 +206,7 @@ def _json(parser: Any) -> None:
 def _job_filter(options: dict[str, Any]) -> JobFilter:
     return JobFilter(
         states=options["state"], queues=options["queue"], types=options["type"], ids=options["id"],
-        error_types=options["error_type"], search=options["search"],
+        error_types=options["error_type"], search=options["search"], kept_as=options["kept_as"],
     )
 
 

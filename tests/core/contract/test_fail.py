@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
+from django.db import transaction
 
 from django_ojs.core.types import Lease
 from django_ojs.models import Job, JobError
+from django_ojs.protocol.durations import format_timestamp
 from django_ojs.protocol.errors import InvalidTransition
 from django_ojs.protocol.failure import Failure
 from tests.helpers import history, reload, row, update
@@ -193,3 +196,49 @@ def test_a_failure_report_for_an_older_attempt_is_refused(claim):
     with pytest.raises(InvalidTransition):
         fail(job, lease=Lease(worker_id="w1", attempt=job.attempt - 1))
     assert reload(job).state == "active"
+
+
+def fate_lines(caplog) -> list[tuple[int, str]]:
+    return [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "django_ojs.jobs"]
+
+
+# Logged once the transaction commits: the test commits.
+@pytest.mark.django_db(transaction=True)
+def test_every_failed_attempt_logs_one_line_and_the_last_says_it_ended_the_job(claim, caplog):
+    """INFO with when the retry is while attempts are left; one WARNING, with what the job is kept as, for the last."""
+    caplog.set_level(logging.INFO, logger="django_ojs.jobs")
+    job = claim("w1", options={"retry": {**NO_JITTER, "max_attempts": 2, "on_exhaustion": "dead_letter"}})
+    retrying = fail(job, "ValueError", message="bad row 7")
+    assert fate_lines(caplog) == [(logging.INFO, f"job {job.id} (test.job) attempt 1/2 failed: ValueError: bad row 7; "
+                                                 f"retry at {format_timestamp(retrying.run_at)}")]
+    caplog.clear()
+    discarded = fail(retry_now(retrying), "ValueError", message="bad row 7")
+    assert fate_lines(caplog) == [(logging.WARNING, f"job {job.id} (test.job) attempt 2/2 failed: ValueError: bad row 7; "
+                                                    f"exhausted → dead letter, kept until "
+                                                    f"{format_timestamp(discarded.kept_until)}")]
+
+
+# Logged once the transaction commits: the test commits.
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("failure", "why"), [
+    ({"type_": "ValueError", "retryable": False}, "not retryable (the failure said so)"),
+    ({"type_": "ValueError", "code": "DISCARD"}, "the handler said DISCARD"),
+])
+def test_a_failure_that_ends_the_job_early_says_why_and_what_it_is_kept_as(claim, caplog, failure, why):
+    caplog.set_level(logging.INFO, logger="django_ojs.jobs")
+    job = claim("w1", options={"retry": {"max_attempts": 5, "on_exhaustion": "discard"}})
+    discarded = fail(job, **failure)
+    [(level, line)] = fate_lines(caplog)
+    assert level == logging.WARNING and line.startswith(f"job {job.id} (test.job) attempt 1/5 failed: ValueError: ")
+    assert line.endswith(f"; {why} → discarded, kept until {format_timestamp(discarded.kept_until)}")
+
+
+# Logged once the transaction commits: the test commits.
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_failure_logs_nothing(claim, caplog):
+    caplog.set_level(logging.INFO, logger="django_ojs.jobs")
+    job = claim("w1")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        fail(job)
+        raise RuntimeError("the caller's transaction rolls back")
+    assert fate_lines(caplog) == [] and reload(job).state == "active"

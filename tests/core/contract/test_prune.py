@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from django_ojs.models import Event, Job, JobError
@@ -74,7 +76,37 @@ def test_unfinished_jobs_are_never_pruned(push, claim):
     assert survivors() == {waiting.pk, running.pk}
 
 
-def test_old_events_are_deleted(push):
+def test_a_kept_job_keeps_its_whole_story_and_its_events_go_with_it(finished, push):
+    """Events are kept as long as their job (OJS["EVENTS_KEPT_WITH_JOB"]), whatever RETENTION["events"] says."""
+    kept = finished("discarded", days_ago=100, dead_letter=True)
+    gone = finished("discarded", days_ago=181, dead_letter=True)
+    Event.objects.update(time=ago(days=181))
+    story = list(Event.objects.filter(job_id=kept.id).values_list("type", flat=True))
+    assert {"job.started", "job.failed", "job.discarded"} <= set(story)
+    result = Job.objects.prune(100)
+    assert result["dead_letter"] == 1
+    assert list(Event.objects.filter(job_id=kept.id).values_list("type", flat=True)) == story
+    assert not Event.objects.filter(job_id=gone.id).exists()  # with its job, in the same transaction
+
+
+def test_a_purged_job_takes_its_events_with_it(finished):
+    job = finished("discarded", days_ago=0, dead_letter=True)
+    Job.objects.purge_dead(job.id)
+    assert not Event.objects.filter(job_id=job.id).exists()
+
+
+def test_old_events_of_no_job_or_of_a_job_gone_are_deleted(push):
+    kept, orphan = push(), push()
+    Event.objects.create(id=uuid.uuid4(), type="queue.paused", time=ago(days=2), queue="default")
+    Job.objects.filter(pk=orphan.pk).delete()  # deleted by hand: its events stay behind
+    Event.objects.update(time=ago(days=2))
+    fresh = push()
+    assert Job.objects.prune(100)["events"] == 2  # the queue's event, the orphan's job.enqueued
+    assert sorted(Event.objects.values_list("job_id", flat=True)) == sorted([kept.id, fresh.id])
+
+
+def test_without_events_kept_with_their_job_every_old_event_goes(push, ojs):
+    ojs(EVENTS_KEPT_WITH_JOB=False)
     push()
     Event.objects.update(time=ago(days=2))
     push()

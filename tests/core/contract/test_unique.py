@@ -30,6 +30,9 @@ def test_ignore_returns_the_existing_job_unchanged(push):
     first = unique_push(push, on_conflict="ignore")
     again = unique_push(push, on_conflict="ignore")
     assert again.id == first.id and again.deduplicated
+    # Defined on every job, as a plain attribute: False when stored anew.
+    assert first.deduplicated is False and first.replaced_job_id is None
+    assert again.replaced_job_id is None
     assert Job.objects.count() == 1 and event_types().count("job.enqueued") == 1
 
 
@@ -40,6 +43,7 @@ def test_replace_cancels_the_holder_even_while_active(push, started):
         Job.objects.fetch(["u"], worker_id="w1")
     second = unique_push(push, on_conflict="replace")
     assert second.id != first.id and second.replaced_job_id == first.id
+    assert second.deduplicated is False and first.replaced_job_id is None
     assert reload(first).state == "cancelled" and reload(second).state == "available"
 
 
@@ -122,6 +126,9 @@ def test_enqueue_from_python_raises_or_returns_the_existing_job(db):
         django_ojs.enqueue("py.job", [1], unique={"keys": ["args"]})
     again = django_ojs.enqueue("py.job", [1], unique={"keys": ["args"], "on_conflict": "ignore"})
     assert again.id == first.id and again.deduplicated
+    plain = django_ojs.enqueue("py.job", [2])
+    assert first.deduplicated is False and plain.deduplicated is False and plain.replaced_job_id is None
+    assert Job.objects.get(id=first.id).deduplicated is False  # a job loaded later too
 
 
 def test_a_client_id_taken_is_still_a_plain_duplicate(push):

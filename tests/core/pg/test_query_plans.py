@@ -369,3 +369,33 @@ def test_a_jobs_story_and_the_event_feed_read_their_indexes(api):
     assert "ojs_event_job" in story and "Seq Scan" not in story, story
     feed = plan_of(captured(lambda: api.get("/ojs/v1/events?after=1&limit=10"), "django_ojs_event"))
     assert "django_ojs_event_pkey" in feed and "Seq Scan" not in feed and "Sort" not in feed, feed
+
+
+def test_pruning_events_of_no_job_and_of_jobs_gone_reads_their_indexes():
+    """A job's events go with the job; the rest are found on ojs_event_no_job, and the orphans of the oldest
+    window are told from kept jobs' events by a probe of the job's id, not a scan of the job table."""
+    from django_ojs.models import Event
+
+    fill("completed", BACKLOG, finished_at="now()")
+    fill_events(BACKLOG, days_ago=30)
+    with connection.cursor() as cursor:  # a worker's events, of no job
+        cursor.execute(f"UPDATE {Event._meta.db_table} SET job_id = NULL WHERE seq % 10 = 0")
+        cursor.execute(f"ANALYZE {Event._meta.db_table}")
+    with CaptureQueriesContext(connection) as queries:
+        Job.objects.prune(100)
+    deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('DELETE FROM "django_ojs_event"')]
+    no_job, orphans = (plan_of(sql) for sql in deletes[-2:])
+    assert "ojs_event_no_job" in no_job and "Seq Scan" not in no_job, no_job
+    assert "django_ojs_event_pkey" in orphans and "Seq Scan" not in orphans, orphans
+
+
+def test_the_dead_letter_lists_and_counts_from_its_own_index(api):
+    """Plain discards by the hundred thousand do not slow the dead letter: it reads ojs_job_dead_letter."""
+    fill("discarded", BACKLOG, finished_at="now()")
+    fill("discarded", 300, queue="kept", finished_at="now()")
+    Job.objects.filter(queue="kept").update(dead_letter=True)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Job._meta.db_table}")
+    listed = plan_of(captured(lambda: api.get("/ojs/v1/dead-letter?limit=20"), '"finished_at" DESC'))
+    assert "ojs_job_dead_letter" in listed and "Seq Scan" not in listed, listed
+    assert api.get("/ojs/v1/dead-letter/stats").json()["total"] == 300
