@@ -45,6 +45,7 @@ urlpatterns = [
     path("v1/cron/<str:name>", cron.CronView.as_view()),
     path("v1/workflows", workflows.WorkflowCreateView.as_view()),
     path("v1/workflows/<str:workflow_id>", workflows.WorkflowView.as_view()),
+    path("v1/workflows/<str:workflow_id>/progress", workflows.WorkflowProgressView.as_view()),
     path("v1/events", system.EventListView.as_view()),
     path("v1/metrics", system.MetricsView.as_view()),
     path("v1/_test/reset", system.ResetView.as_view()),

@@ -4,16 +4,18 @@ read back for one job, a stream, or a workflow (§7, §9)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Value
 
 from ..conf import ojs_settings
-from ..models import Job
+from ..models import Job, Workflow
 from ..protocol.durations import format_timestamp, parse_timestamp
-from ..protocol.progress import Report, current, event_due, merge
+from ..protocol.progress import Report, aggregate, current, event_due, merge, view
 from ..protocol.states import JobState
+from ..protocol.workflows import COMPLETED, Node, shown_state
 from . import events
 from .clock import db_now
 
@@ -72,3 +74,53 @@ def _since(previous: dict[str, Any] | None, now: dt.datetime) -> float | None:
         return None
     at = parse_timestamp(previous["event_at"], allow_relative=False)
     return (now - at).total_seconds() if isinstance(at, dt.datetime) else None
+
+
+def workflow_progress(workflow: Workflow) -> dict[str, Any]:
+    """A workflow's aggregate progress and each step's (ojs-progress §9).
+
+    Steps are the workflow's members, nested containers with their own
+    members and aggregate; callbacks (``on_success``...) are not steps and
+    count nowhere, as in the workflow's ``metadata``. ``job_count`` and
+    ``states`` count the jobs of those steps by the state each step shows.
+    Two reads: the node rows, then their jobs by primary key (a pruned job
+    reads as its step's state, with no progress).
+    """
+    root = Node.from_dict(workflow.definition)
+    rows = {row.path: row for row in workflow.nodes.all()}
+    seqs = [row.job_seq for row in rows.values() if row.job_seq]
+    jobs = {job.seq: job for job in Job.objects.filter(seq__in=seqs).only("seq", "state", "attempt", "progress")}
+    states: Counter[str] = Counter()
+
+    def step(node: Node) -> dict[str, Any]:
+        row = rows[node.path]
+        if node.kind != "job":
+            members = [step(child) for child in node.children]
+            progress = aggregate(node.kind, [(member["state"], member["progress"]) for member in members])
+            return {"path": node.path, "kind": node.kind, "state": row.state, "progress": progress, "steps": members}
+        job = jobs.get(row.job_seq) if row.job_seq else None
+        state = shown_state(row.state, job.state if job else None)
+        states[state] += 1
+        shown = view(job.state, job.attempt, job.progress) if job else {}
+        out: dict[str, Any] = {
+            "path": node.path,
+            "job_id": str(row.job_id) if row.job_id else None,
+            "type": node.type,
+            "state": state,
+            "progress": 1.0 if row.state == COMPLETED else shown.get("progress"),
+        }
+        for key in ("data", "message"):
+            if shown.get(key) is not None:
+                out[key] = shown[key]
+        return out
+
+    steps = [step(child) for child in root.children]
+    return {
+        "workflow_id": str(workflow.id),
+        "type": workflow.type,
+        "state": workflow.state,
+        "progress": aggregate(root.kind, [(entry["state"], entry["progress"]) for entry in steps]),
+        "job_count": sum(states.values()),
+        "states": dict(sorted(states.items())),
+        "steps": steps,
+    }

@@ -152,6 +152,24 @@ def view(state: str, attempt: int, stored: dict[str, Any] | None) -> dict[str, A
     }
 
 
+def aggregate(kind: str, steps: list[tuple[str, float | None]]) -> float | None:
+    """A workflow's (or a nested container's) progress from its steps' ``(state, progress)`` (§9.1).
+
+    A batch: completed steps / steps. A chain: (completed steps + the current
+    step's progress) / steps, which is the mean of every step's progress when
+    a completed step counts 1.0 and one not begun 0.0; a group (and a DAG,
+    which §9.1 does not name) is that mean too. A step that reported nothing
+    counts 0.0. Rounded to four places: a fraction, not a measurement.
+    """
+    if not steps:
+        return None
+    if kind == "batch":
+        share = sum(1 for state, _ in steps if state == "completed") / len(steps)
+    else:
+        share = sum(1.0 if state == "completed" else (progress or 0.0) for state, progress in steps) / len(steps)
+    return round(share, 4)
+
+
 def percent(value: float | None) -> str:
     """``0.473`` as ``"47%"``, for pages."""
     return "" if value is None else f"{math.floor(value * 100)}%"

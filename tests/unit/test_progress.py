@@ -8,6 +8,7 @@ from django_ojs.protocol.errors import InvalidRequest
 from django_ojs.protocol.progress import (
     MAX_MESSAGE_CHARS,
     Report,
+    aggregate,
     combine,
     crossed,
     event_due,
@@ -100,3 +101,11 @@ def test_events_are_throttled_but_the_first_report_and_milestones_always_record_
     assert event_due(first, second, 30.0, 30.0)
     assert event_due(second, merge(second, 1, Report(0.26), "t3"), 1.0, 30.0)  # crossed 25 %
     assert event_due(first, second, 0.0, 0.0)  # interval 0: every report
+
+
+def test_workflow_aggregates_follow_section_9():
+    steps = [("completed", None), ("active", 0.73), ("waiting", None)]
+    assert aggregate("chain", steps) == 0.5767  # §14.5: (1.0 + 0.73 + 0.0) / 3
+    assert aggregate("group", steps) == aggregate("dag", steps) == 0.5767
+    assert aggregate("batch", steps) == 0.3333  # completed / total
+    assert aggregate("chain", []) is None
