@@ -3,7 +3,7 @@
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from . import cron, dead_letter, jobs, queues, rate_limits, system, workers, workflows
+from . import cron, dead_letter, jobs, progress, queues, rate_limits, system, workers, workflows
 from .admin import urls as admin_urls
 from .errors import json_error
 from .plain_views import LeanPost
@@ -22,7 +22,8 @@ urlpatterns = [
     path("v1/jobs/batch", jobs.BatchView.as_view()),
     path("v1/jobs/<str:job_id>", jobs.JobView.as_view()),
     path("v1/jobs/<str:job_id>/activate", jobs.ActivateView.as_view()),
-    path("v1/jobs/<str:job_id>/progress", jobs.ProgressView.as_view()),
+    path("v1/jobs/<str:job_id>/progress", progress.ProgressView.as_view()),
+    path("v1/jobs/<str:job_id>/progress/stream", progress.ProgressStreamView.as_view()),
     path("v1/workers/fetch", LeanPost(workers.FetchView)),
     path("v1/workers/ack", LeanPost(workers.AckView)),
     path("v1/workers/nack", workers.NackView.as_view()),

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 
+from django_ojs.api.progress import SLOTS
 from django_ojs.conf import ojs_settings
 from django_ojs.core.types import Lease
 from django_ojs.models import Event, Job
 from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.progress import MAX_MESSAGE_CHARS
-from tests.conftest import MEDIA_TYPE, check_binding_response
+from tests.conftest import MEDIA_TYPE, OJSClient, check_binding_response
 from tests.helpers import reload, row, update
 
 pytestmark = pytest.mark.django_db
@@ -166,3 +168,45 @@ def test_the_progress_event_carries_what_get_reads(make_client, claim):
 def test_reporting_needs_the_worker_scope(make_client, claim):
     job = claim("w1")
     assert make_client("read").put(url(job), {"progress": 0.5}).status_code == 403
+
+
+# -- the stream's refusals and a finished job's stream, in process (tests/api/test_progress_stream.py: on the wire)
+
+
+def stream_url(job) -> str:
+    return f"/ojs/v1/jobs/{job.id}/progress/stream"
+
+
+@pytest.mark.parametrize(("path", "status"), [
+    ("/ojs/v1/jobs/not-a-job/progress/stream", 400),
+    ("/ojs/v1/jobs/019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f/progress/stream", 404),
+])
+def test_a_stream_of_a_malformed_or_unknown_job_is_refused_in_the_error_format(api, path, status):
+    response = api.get(path)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == {400: "invalid_request", 404: "not_found"}[status]
+    assert SLOTS.open == 0
+
+
+def test_a_stream_needs_a_key_and_is_read_only(api, push):
+    job = push()
+    assert OJSClient(None).get(stream_url(job)).status_code == 401
+    assert api.put(stream_url(job), {"progress": 0.5}).status_code == 405
+
+
+def test_the_stream_of_a_finished_job_is_its_final_event_alone(make_client, claim):
+    worker = make_client("worker")
+    job = claim("w1")
+    worker.put(url(job), {"progress": 0.4, "message": "almost"})
+    Job.objects.ack(job.id, lease=Lease(worker_id="w1"))
+    response = make_client("read").get(stream_url(job))
+    assert (response.status_code, response["Content-Type"]) == (200, "text/event-stream")
+    text = b"".join(response.streaming_content).decode()
+    retry, final = text.split("\n\n")[:2]
+    assert retry == "retry: 2000"
+    name, data = final.split("\n")
+    assert name == "event: completed"
+    body = json.loads(data.removeprefix("data: "))
+    assert (body["state"], body["progress"], body["message"]) == ("completed", 1.0, "almost")
+    assert body == worker.get(url(job)).json()  # the stream and GET agree
+    assert SLOTS.open == 0
