@@ -9,11 +9,13 @@ in time (``OJS["PROGRESS_STREAM_SECONDS"]``, then the client reconnects as
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from rest_framework.response import Response
 
@@ -25,6 +27,8 @@ from ..protocol.progress import parse, view
 from ..protocol.states import JobState
 from .base import OJSView
 from .jobs import find_job
+
+logger = logging.getLogger("django_ojs.api")
 
 # How long EventSource waits before reconnecting after the stream closes (ms).
 RECONNECT_MS = 2000
@@ -106,6 +110,8 @@ class ProgressStreamView(OJSView):
     """ojs-progress §7.2: the job's progress as server-sent events until it ends."""
 
     required_scope = "read"
+    # Not HEAD: Django would answer it by running the whole stream for an empty body.
+    http_method_names = ["get", "options"]
 
     def get(self, request: Any, job_id: str) -> StreamingHttpResponse:
         job = find_job(job_id)
@@ -153,8 +159,14 @@ class ProgressStream:
         last: dict[str, Any] | None = None
         written = started
         while True:
-            # Autocommit: each read sees what was committed since the last one.
-            job = Job.objects.filter(seq=self.seq).only("seq", "id", "state", "attempt", "progress").first()
+            try:
+                # Autocommit: each read sees what was committed since the last one.
+                job = Job.objects.filter(seq=self.seq).only("seq", "id", "state", "attempt", "progress").first()
+            except DatabaseError:
+                # The headers are sent: no error reply is possible. Close; the client's
+                # reconnect is answered 503 while the database is away.
+                logger.warning("progress stream of job seq %s closed: the database failed", self.seq, exc_info=True)
+                return
             if job is None:
                 return  # pruned meanwhile: a reconnect answers 404
             body = progress_body(job)

@@ -192,6 +192,8 @@ def test_a_stream_needs_a_key_and_is_read_only(api, push):
     job = push()
     assert OJSClient(None).get(stream_url(job)).status_code == 401
     assert api.put(stream_url(job), {"progress": 0.5}).status_code == 405
+    head = api.client.head(stream_url(job))  # not a stream run for an empty body
+    assert (head.status_code, head["OJS-Version"], SLOTS.open) == (405, "1.0", 0)
 
 
 def test_the_stream_of_a_finished_job_is_its_final_event_alone(make_client, claim):
