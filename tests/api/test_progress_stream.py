@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
+import django_ojs
 from django_ojs.core.progress import report_progress
 from django_ojs.core.types import Lease
 from django_ojs.models import ApiKey, Job
 from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.progress import Report
+from tests.admin.browser import ojs_worker
+from tests.admin.worker_app.jobs import PROGRESS
 from tests.api.gunicorn import Wire, serving
 from tests.waiting import PATIENCE, wait_until
 
@@ -108,6 +111,25 @@ def wire_progress(wire: Wire, job: Job) -> dict:
     status, _, body = wire.send("GET", f"/ojs/v1/jobs/{job.id}/progress")
     assert status == 200
     return json.loads(body)
+
+
+def test_a_real_workers_handler_moves_the_stream_and_its_return_ends_it(key, tmp_path):
+    release = tmp_path / "release"
+    job = django_ojs.enqueue(PROGRESS, [str(release)], queue="stream-e2e")
+    with serving(key, threads=2) as wire, ojs_worker("stream-e2e"):
+        events = stream(wire, str(job.id))
+        name, body = events.next_event()
+        while body["progress"] is None:  # waiting, then claimed: each change is an event
+            assert name == "progress"
+            name, body = events.next_event()
+        # The handler's ctx.progress(0.42, {...}, message=...), as the worker wrote it.
+        assert (name, body["state"], body["progress"], body["message"]) == (
+            "progress", "active", 0.42, "copying rows 1-420")
+        release.touch()
+        name, final = events.next_event()
+        assert (name, final["state"], final["progress"]) == ("completed", "completed", 1.0)
+        assert events.next_event() is None
+        events.close()
 
 
 def test_a_failed_or_cancelled_job_ends_its_stream_with_that_event(key, push):
