@@ -80,7 +80,8 @@ def put_raw(client, path: str, data: bytes):
 @pytest.mark.parametrize("body", [
     {"progress": "x"}, {}, {"progress": 0.1, "attempt": 0}, {"progress": 0.1, "worker_id": 3}, [0.5], "half",
     {"progress": 0.5, "message": 7}, {"message": "x" * (MAX_MESSAGE_CHARS + 1)}, {"data": [1, 2]},
-    {"data": {"blob": "x" * 5000}}, {"colour": "red"},
+    {"data": {"blob": "x" * 5000}}, {"colour": "red"}, {"message": "nul \u0000 inside"}, {"progress": 0.5, "message": None,
+    "data": None, "attempt": True},
 ])
 def test_bad_reports_are_400_and_change_nothing(make_client, claim, body):
     worker = make_client("worker")
