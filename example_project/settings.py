@@ -96,6 +96,8 @@ OJS = {
     "EVENTS": env.bool("OJS_EVENTS", default=True),
     "METRICS": env.bool("OJS_METRICS", default=False),
     "TRACING": env.bool("OJS_TRACING", default=False),
+    "PROGRESS_STREAMS": env.int("OJS_PROGRESS_STREAMS", default=2),
+    "PROGRESS_STREAM_SECONDS": env.float("OJS_PROGRESS_STREAM_SECONDS", default=300.0),
 }
 
 LOGGING = {

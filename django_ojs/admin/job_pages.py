@@ -121,16 +121,19 @@ def error_history(job: Job, now: dt.datetime) -> SafeString:
 
 
 def progress(job: Job, now: dt.datetime) -> SafeString:
-    """The attempt's progress (ojs-progress) as a bar, its figures and its structured data."""
+    """The attempt's progress (ojs-progress) as a bar, its message, its figures and its structured data."""
     shown = view(job.state, job.attempt, job.progress)
-    if shown["progress"] is None and shown["data"] is None:
+    if shown["progress"] is None and shown["data"] is None and shown["message"] is None:
         return format_html('<span class="ojs-quiet">{}</span>', "no progress reported by this attempt")
     bar = EMPTY if shown["progress"] is None else format_html(
         '<progress class="ojs-progress-bar" max="1" value="{}"></progress> <strong class="ojs-progress-figure">{}</strong>',
         shown["progress"], percent(shown["progress"]),
     )
     reported = parse_datetime(shown["updated_at"]) if shown["updated_at"] else None
-    rows = [("progress", bar), ("reported", moment(reported, now))]
+    rows = [("progress", bar)]
+    if shown["message"] is not None:
+        rows.append(("message", format_html('<span class="ojs-progress-message">{}</span>', shown["message"])))
+    rows.append(("reported", moment(reported, now)))
     if shown["data"] is not None:
         rows.append(("data", pretty_json(shown["data"])))
     return _table(rows)

@@ -22,8 +22,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from ..core import workflows as store
+from ..core.progress import workflow_progress
 from ..models import Workflow, WorkflowNode
 from ..protocol.errors import OJSError
+from ..protocol.progress import percent
 from ..protocol.workflows import COMPLETED, FAILED, Node
 from .base import ConsoleAdmin
 from .display import EMPTY, id_cell, moment_field
@@ -42,7 +44,7 @@ class WorkflowAdmin(ConsoleAdmin):
     search_fields = ("=id", "name")
     ordering = ("-created_at",)
     list_per_page = 50
-    fields = ("id", "name", "type", "state_badge", "progress", "created", "finished")
+    fields = ("id", "name", "type", "state_badge", "progress", "share", "created", "finished")
     readonly_fields = fields
     actions = ("cancel_workflows",)
     change_form_template = "admin/django_ojs/workflow/change_form.html"
@@ -69,6 +71,11 @@ class WorkflowAdmin(ConsoleAdmin):
         done = leaves.filter(state=COMPLETED).count()
         failed = leaves.filter(state=FAILED).count()
         return f"{done} / {leaves.count()}" + (f", {failed} failed" if failed else "")
+
+    @admin.display(description="progress")
+    def share(self, workflow: Workflow) -> str:
+        # What GET /ojs/v1/workflows/{id}/progress answers (ojs-progress §9), as a percentage.
+        return percent(workflow_progress(workflow)["progress"]) or EMPTY
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None):
         workflow = self.get_object(request, object_id)

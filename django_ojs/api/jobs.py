@@ -8,13 +8,11 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import control, maintenance_mode
-from ..core.progress import report_progress
 from ..core.push import push, push_many
 from ..models import Job
 from ..observe.tracing import traced_push
 from ..protocol.envelope import check_batch_size, parse_batch, parse_job, parse_job_ref, render_job
-from ..protocol.errors import InvalidRequest, NotFound, OJSError
-from ..protocol.progress import parse, view
+from ..protocol.errors import NotFound, OJSError
 from ..protocol.retry import parse_policy
 from .base import AnsweringView, OJSView, Reply
 from .media import check_storable
@@ -115,7 +113,7 @@ class JobView(OJSView):
     required_scope = {"GET": "read", "DELETE": "enqueue"}
 
     def get(self, request: Any, job_id: str) -> Response:
-        job = _get_job(job_id)
+        job = find_job(job_id)
         return Response({"job": render_job(job, errors=job.errors.all())})
 
     def delete(self, request: Any, job_id: str) -> Response:
@@ -136,45 +134,9 @@ class ActivateView(OJSView):
         return Response({"job": body})
 
 
-def _get_job(job_id: str) -> Job:
+def find_job(job_id: str) -> Job:
     ref = parse_job_ref(job_id, "id")
     job = Job.objects.filter(id=ref).first()
     if job is None:
         raise NotFound(f"job {job_id} not found", details={"resource_type": "job", "resource_id": job_id})
     return job
-
-
-class ProgressView(OJSView):
-    """ojs-progress §7.1 and §6.1: read a job's progress; report it (as a heartbeat).
-
-    PUT acts on a lease when the body names one (``attempt``, ``worker_id``);
-    a report for a job that is not active, or for an attempt that no longer
-    holds it, is ignored (``"accepted": false``), never an error (§6.1).
-    """
-
-    required_scope = {"GET": "read", "PUT": "worker"}
-
-    def get(self, request: Any, job_id: str) -> Response:
-        return _progress_response(_get_job(job_id))
-
-    def put(self, request: Any, job_id: str) -> Response:
-        body = request.data
-        report = parse(body)
-        attempt = body.get("attempt")
-        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
-            raise InvalidRequest("attempt must be a positive integer", field="attempt")
-        worker_id = body.get("worker_id")
-        if worker_id is not None and (not isinstance(worker_id, str) or not 0 < len(worker_id) <= 255):
-            raise InvalidRequest("worker_id must be a non-empty string", field="worker_id")
-        job = _get_job(job_id)
-        accepted = report_progress(job.id, report, attempt=attempt, worker_id=worker_id)
-        return _progress_response(Job.objects.get(seq=job.seq), accepted=accepted)
-
-
-def _progress_response(job: Job, **extra: Any) -> Response:
-    shown = view(job.state, job.attempt, job.progress)
-    response = Response({"job_id": str(job.id), "state": job.state, **shown, **extra})
-    response["Cache-Control"] = "no-cache"
-    if shown["progress"] is not None:
-        response["X-OJS-Progress"] = str(shown["progress"])
-    return response

@@ -15,6 +15,7 @@ from ..core.testing import reset_store
 from ..models import Event
 from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.progress import MAX_DATA_BYTES, MAX_MESSAGE_CHARS, MILESTONES
 from ..protocol.workflows import MAX_DEPTH
 from ..version import __version__
 from .base import OJS_VERSION, OJSView
@@ -98,6 +99,22 @@ def extensions_served() -> list[str]:
     return sorted([*EXTENSIONS, *observability, "worker-registration"])
 
 
+def progress_features() -> dict[str, Any]:
+    """What of ojs-progress is served (§12): the report's members and bounds, how often
+    it becomes an event, the stream and the workflow aggregate; no checkpoints (§6.4)."""
+    return {
+        "members": ["progress", "data", "message"],
+        "max_data_bytes": MAX_DATA_BYTES,
+        "max_message_chars": MAX_MESSAGE_CHARS,
+        "checkpoints": False,
+        "event_interval_seconds": ojs_settings.PROGRESS_EVENT_INTERVAL,
+        "event_milestones": list(MILESTONES),
+        "stream": "/ojs/v1/jobs/{id}/progress/stream",
+        "stream_max_seconds": ojs_settings.PROGRESS_STREAM_SECONDS,
+        "workflow_progress": "/ojs/v1/workflows/{id}/progress",
+    }
+
+
 class ManifestView(OJSView):
     """§21: what this server implements, served without credentials for discovery."""
 
@@ -147,6 +164,7 @@ class ManifestView(OJSView):
                     "workflow_primitives": ["chain", "group", "batch", "dag"],
                     "workflow_max_nesting_depth": MAX_DEPTH,
                     "admin_api": {"base_url": ADMIN_BASE, "version": ADMIN_API_VERSION, "sections": ADMIN_SECTIONS},
+                    "progress": progress_features(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

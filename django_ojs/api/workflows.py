@@ -10,11 +10,11 @@ from rest_framework.response import Response
 from ..conf import ojs_settings
 from ..core import maintenance_mode
 from ..core import workflows as store
+from ..core.progress import workflow_progress
 from ..models import Job, Workflow
 from ..protocol.durations import format_timestamp
-from ..protocol.errors import NotFound
-from ..protocol.states import JobState
-from ..protocol.workflows import COMPLETED, FAILED, PENDING, Node, parse
+from ..protocol.errors import InvalidRequest, NotFound
+from ..protocol.workflows import COMPLETED, FAILED, PENDING, Node, parse, shown_state
 from .base import OJSView
 
 
@@ -51,6 +51,26 @@ class WorkflowView(OJSView):
         body.update(cancelled_at=body.get("completed_at"), **counts)
         body["metadata"]["cancelled_at"] = body.get("completed_at")
         return Response({"workflow": body})
+
+
+class WorkflowProgressView(OJSView):
+    """ojs-progress §9.2: a workflow's aggregate progress and each step's."""
+
+    required_scope = "read"
+
+    def get(self, request: Any, workflow_id: str) -> Response:
+        try:
+            ref = uuid.UUID(workflow_id)
+        except ValueError:
+            raise InvalidRequest(
+                "the workflow id must be a UUID such as '019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f'", field="id"
+            ) from None
+        workflow = Workflow.objects.filter(id=ref).first()
+        if workflow is None:
+            raise _missing(workflow_id)
+        response = Response(workflow_progress(workflow))
+        response["Cache-Control"] = "no-cache"  # §10.3: progress changes often
+        return response
 
 
 def _ref(value: str) -> uuid.UUID:
@@ -127,9 +147,7 @@ _CALLBACKS = ("on_complete", "on_success", "on_failure")
 
 def _render_node(node: Node, index: int | None, rows: dict[str, Any], live: dict[int, str]) -> dict[str, Any]:
     row = rows[node.path]
-    state = row.state
-    if state == PENDING and live.get(row.job_seq) == JobState.ACTIVE:
-        state = "active"  # ojs-workflows §4.4: the step's job is running
+    state = shown_state(row.state, live.get(row.job_seq))
     out: dict[str, Any] = {"path": node.path, "type": node.type, "kind": node.kind, "state": state}
     if index is not None:
         out["index"] = index

@@ -20,6 +20,7 @@ from ..models import Job, Queue, Worker
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
 from ..protocol.errors import NotFound
+from ..protocol.progress import view
 from ..protocol.states import TERMINAL, JobState
 
 
@@ -46,6 +47,8 @@ def show_job(job_id: str) -> dict[str, Any]:
         raise NotFound(f"job {job_id} not found")
     body = render_job(job, errors=job.errors.all())
     body["worker_id"] = job.worker_id
+    # What GET /ojs/v1/jobs/{id}/progress answers beside the job's id and state.
+    body["progress"] = view(job.state, job.attempt, job.progress)
     return body
 
 

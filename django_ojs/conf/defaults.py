@@ -157,6 +157,23 @@ DEFAULTS: dict[str, Any] = {
         # The statistics history's one-hour buckets (at least 30 days, §10.2).
         "history_hours": 35 * 86400,
     },
+    # -- Progress (ojs-progress) ----------------------------------------------
+    # Seconds between two `job.progress` events of one job, beside the first
+    # report of an attempt and each crossing of 25, 50, 75 and 100 %, which
+    # always record one. The latest report is stored on the job every time;
+    # events are its history, and one a second (§6.2's ceiling) would bury
+    # the job's claims and failures in it within a minute.
+    "PROGRESS_EVENT_INTERVAL": 30.0,
+    # Progress streams (`GET /ojs/v1/jobs/{id}/progress/stream`) one process
+    # serves at once; past it, 503 with `Retry-After`. Each open stream holds
+    # a server thread and its database connection: keep it below gunicorn's
+    # `threads` so the other requests always find one.
+    "PROGRESS_STREAMS": 2,
+    # Longest a progress stream stays open; the client reconnects (it was told
+    # `retry:`), so a thread is never held for a job's whole run.
+    "PROGRESS_STREAM_SECONDS": 300.0,
+    # How often an open progress stream reads the job (one indexed read each).
+    "PROGRESS_STREAM_POLL_INTERVAL": 1.0,
     # -- Observability --------------------------------------------------------
     # Prometheus metrics (needs the `prometheus` extra): counters and histograms
     # in every process, served with store-wide gauges at `GET /ojs/v1/metrics`

@@ -205,6 +205,10 @@ RULES: dict[str, Rule] = {
     "TEST_HOOKS": boolean,
     "QUEUE_CONFIG_TTL": seconds(zero_allowed=True),
     "CRON": cron_entries,
+    "PROGRESS_EVENT_INTERVAL": seconds(zero_allowed=True),
+    "PROGRESS_STREAMS": count(1),
+    "PROGRESS_STREAM_SECONDS": seconds(zero_allowed=False),
+    "PROGRESS_STREAM_POLL_INTERVAL": seconds(zero_allowed=False),
 }
 
 

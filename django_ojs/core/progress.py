@@ -1,17 +1,21 @@
-"""Store a progress report: on the lease it names, as a heartbeat (ojs-progress §6)."""
+"""Progress reports (ojs-progress): stored on the lease they name, as a heartbeat (§6);
+read back for one job, a stream, or a workflow (§7, §9)."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Value
 
-from ..models import Job
+from ..conf import ojs_settings
+from ..models import Job, Workflow
 from ..protocol.durations import format_timestamp, parse_timestamp
-from ..protocol.progress import EVENT_INTERVAL, Report, merge
+from ..protocol.progress import Report, aggregate, current, event_due, merge, view
 from ..protocol.states import JobState
+from ..protocol.workflows import COMPLETED, Node, shown_state
 from . import events
 from .clock import db_now
 
@@ -22,9 +26,10 @@ def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, 
     Acts on a lease: ``attempt`` (and ``worker_id``) must still hold the job,
     so a late report from an attempt the reaper recovered never lands on the
     next one. The row is taken with SKIP LOCKED: progress is fire-and-forget
-    and never waits behind the ACK or recovery that holds it. Extends the
-    lease as a heartbeat would (§6.3), and records ``job.progress`` at most
-    once a second per job (§6.2; the value itself is always stored).
+    and never waits behind the ACK or recovery that holds it. Every report
+    is stored and extends the lease as a heartbeat would (§6.3); a
+    ``job.progress`` event is recorded for the attempt's first report, each
+    milestone crossed, and otherwise once per ``PROGRESS_EVENT_INTERVAL``.
     """
     with transaction.atomic():
         # By id alone, the state checked here: a state condition let PostgreSQL walk an
@@ -40,25 +45,82 @@ def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, 
         if worker_id and job.worker_id not in (None, worker_id):
             return False
         now = db_now()
-        previous = job.progress if job.progress and job.progress.get("attempt") == job.attempt else None
-        job.progress = merge(job.progress, job.attempt, report, format_timestamp(now) or "")
+        stamp = format_timestamp(now) or ""
+        previous = current(job.progress, job.attempt)
+        stored = merge(job.progress, job.attempt, report, stamp)
+        record = event_due(previous, stored, _since(previous, now), ojs_settings.PROGRESS_EVENT_INTERVAL)
+        if record:
+            stored["event_at"] = stamp
+        job.progress = stored
         Job.objects.filter(seq=job.seq).update(
-            progress=job.progress, lease_expires_at=Value(now) + F("visibility_timeout")
+            progress=stored, lease_expires_at=Value(now) + F("visibility_timeout")
         )
-        if _event_due(previous, now):
+        if record:
             events.record([events.job_event(
                 "job.progress",
                 job,
                 now,
                 worker_id=job.worker_id,
-                progress_percent=None if job.progress["progress"] is None else round(job.progress["progress"] * 100, 2),
-                data=job.progress["data"],
+                progress_percent=None if stored["progress"] is None else round(stored["progress"] * 100, 2),
+                data=stored["data"],
+                message=stored["message"],
             )])
     return True
 
 
-def _event_due(previous: dict[str, Any] | None, now: dt.datetime) -> bool:
-    if not previous or not previous.get("updated_at"):
-        return True
-    at = parse_timestamp(previous["updated_at"], allow_relative=False)
-    return not isinstance(at, dt.datetime) or (now - at).total_seconds() >= EVENT_INTERVAL
+def _since(previous: dict[str, Any] | None, now: dt.datetime) -> float | None:
+    """Seconds since the attempt's last job.progress event, None if it has had none."""
+    if not previous or not previous.get("event_at"):
+        return None
+    at = parse_timestamp(previous["event_at"], allow_relative=False)
+    return (now - at).total_seconds() if isinstance(at, dt.datetime) else None
+
+
+def workflow_progress(workflow: Workflow) -> dict[str, Any]:
+    """A workflow's aggregate progress and each step's (ojs-progress §9).
+
+    Steps are the workflow's members, nested containers with their own
+    members and aggregate; callbacks (``on_success``...) are not steps and
+    count nowhere, as in the workflow's ``metadata``. ``job_count`` and
+    ``states`` count the jobs of those steps by the state each step shows.
+    Two reads: the node rows, then their jobs by primary key (a pruned job
+    reads as its step's state, with no progress).
+    """
+    root = Node.from_dict(workflow.definition)
+    rows = {row.path: row for row in workflow.nodes.all()}
+    seqs = [row.job_seq for row in rows.values() if row.job_seq]
+    jobs = {job.seq: job for job in Job.objects.filter(seq__in=seqs).only("seq", "state", "attempt", "progress")}
+    states: Counter[str] = Counter()
+
+    def step(node: Node) -> dict[str, Any]:
+        row = rows[node.path]
+        if node.kind != "job":
+            members = [step(child) for child in node.children]
+            progress = aggregate(node.kind, [(member["state"], member["progress"]) for member in members])
+            return {"path": node.path, "kind": node.kind, "state": row.state, "progress": progress, "steps": members}
+        job = jobs.get(row.job_seq) if row.job_seq else None
+        state = shown_state(row.state, job.state if job else None)
+        states[state] += 1
+        shown = view(job.state, job.attempt, job.progress) if job else {}
+        out: dict[str, Any] = {
+            "path": node.path,
+            "job_id": str(row.job_id) if row.job_id else None,
+            "type": node.type,
+            "state": state,
+            "progress": 1.0 if row.state == COMPLETED else shown.get("progress"),
+        }
+        for key in ("data", "message"):
+            if shown.get(key) is not None:
+                out[key] = shown[key]
+        return out
+
+    steps = [step(child) for child in root.children]
+    return {
+        "workflow_id": str(workflow.id),
+        "type": workflow.type,
+        "state": workflow.state,
+        "progress": aggregate(root.kind, [(entry["state"], entry["progress"]) for entry in steps]),
+        "job_count": sum(states.values()),
+        "states": dict(sorted(states.items())),
+        "steps": steps,
+    }

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.progress import report_progress
 from ..protocol.errors import InvalidRequest
-from ..protocol.progress import Report, make
+from ..protocol.progress import combine, make
 
 logger = logging.getLogger("django_ojs.worker")
 
@@ -102,27 +102,33 @@ class JobContext:
         """Extend the visibility timeout now (blocks until the heartbeat is written)."""
         self._beat()
 
-    def progress(self, fraction: float | dict[str, Any] | None = None, data: dict[str, Any] | None = None) -> None:
+    def progress(
+        self,
+        fraction: float | dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+        *,
+        message: str | None = None,
+    ) -> None:
         """Report how far along this attempt is (ojs-progress): ``ctx.progress(0.4)``,
-        ``ctx.progress(data={"rows": 14000})``, ``ctx.progress({"rows": 14000})`` or both.
+        ``ctx.progress(data={"rows": 14000})``, ``ctx.progress({"rows": 14000})``,
+        ``ctx.progress(0.4, message="loading rows")`` or any mix.
 
         ``fraction`` is 0.0-1.0 (clamped); it never goes back within an
-        attempt. Counts as a heartbeat. Fire-and-forget: written at most once
-        a second (the latest report is written when the handler returns),
-        and a failed write is logged, never raised. A value that is not a
-        number or a JSON object is a bug in the handler: ValueError.
+        attempt. ``message`` is a status line of at most 1,024 characters;
+        data and message stay until a later report replaces them. Counts as
+        a heartbeat. Fire-and-forget: written at most once a second (the
+        latest report is written when the handler returns), and a failed
+        write is logged, never raised. A value of the wrong type (or a
+        message too long) is a bug in the handler: ValueError.
         """
         if isinstance(fraction, dict) and data is None:
             fraction, data = None, fraction
         try:
-            report = make(fraction, data)
+            report = make(fraction, data, message)
         except InvalidRequest as exc:
             raise ValueError(exc.message) from None
         pending = self._progress_pending
-        if pending is not None:
-            best = report.progress if pending.progress is None else max(pending.progress, report.progress or 0.0)
-            report = Report(best, report.data if report.data is not None else pending.data)
-        self._progress_pending = report
+        self._progress_pending = report if pending is None else combine(pending, report)
         now = time.monotonic()
         if self._progress_sent_at is None or now - self._progress_sent_at >= PROGRESS_INTERVAL:
             self.flush_progress()

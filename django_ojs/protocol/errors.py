@@ -135,3 +135,15 @@ class InMaintenance(OJSError):
         super().__init__(message, details={**(details or {}), "retry_after_seconds": retry_after},
                          hint="Maintenance mode is on; retry after Retry-After seconds.")
         self.retry_after = retry_after
+
+
+class Busy(OJSError):
+    """This process already serves as many of something bounded as it may (progress streams):
+    503 with ``Retry-After``, so clients wait and retry, as for an unreachable backend."""
+
+    code = "backend_unavailable"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: int, hint: str, details: dict[str, Any] | None = None):
+        super().__init__(message, details={**(details or {}), "retry_after_seconds": retry_after}, hint=hint)
+        self.retry_after = retry_after

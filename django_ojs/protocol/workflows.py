@@ -25,6 +25,7 @@ from typing import Any
 
 from .envelope import parse_job
 from .errors import InvalidRequest, OJSError
+from .states import JobState
 
 CONTAINERS = ("chain", "group", "batch")
 CALLBACKS = ("on_complete", "on_success", "on_failure")
@@ -285,6 +286,11 @@ def _find_cycle(children: list[Node]) -> list[str]:
 
 def _join(path: str, part: str) -> str:
     return f"{path}.{part}" if path else part
+
+
+def shown_state(node_state: str, job_state: str | None) -> str:
+    """A step's state as the workflow's readers see it: ``active`` while its job runs (ojs-workflows §4.4)."""
+    return "active" if node_state == PENDING and job_state == JobState.ACTIVE else node_state
 
 
 # -- advancing -----------------------------------------------------------------

@@ -423,6 +423,7 @@ def test_a_handlers_progress_shows_live_on_the_job_page_in_the_list_and_over_htt
         # No reload: the box refreshes itself while the job runs.
         expect(page.locator(".ojs-progress-figure")).to_have_text("42%", timeout=60_000)
         assert '"phase": "copying"' in page.inner_text(".ojs-progress")
+        expect(page.locator(".ojs-progress-message")).to_have_text("copying rows 1-420")
         screenshot(page, "20-job-progress-live")
 
         request = urllib.request.Request(
@@ -431,6 +432,7 @@ def test_a_handlers_progress_shows_live_on_the_job_page_in_the_list_and_over_htt
         with urllib.request.urlopen(request) as response:
             body = json.loads(response.read())
         assert (body["state"], body["progress"], body["data"]) == ("active", 0.42, {"phase": "copying", "rows": 420})
+        assert body["message"] == "copying rows 1-420"  # the page and the API say the same
 
         page.goto(f"{live_server.url}/admin/django_ojs/job/?q={job.id}")
         expect(row_of(page, job.pk).locator(".ojs-progress-cell")).to_have_text("42%")

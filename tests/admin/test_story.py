@@ -83,10 +83,11 @@ def test_a_job_with_thousands_of_lifecycle_events_shows_the_latest_and_offers_mo
 def test_progress_on_the_page_in_the_list_and_in_the_live_box(admin, claim):
     job = claim("w1")
     assert "no progress reported" in page_of(admin, job)
-    assert report_progress(job.id, Report(0.25, {"phase": "load"}), attempt=1, worker_id="w1")
+    assert report_progress(job.id, Report(0.25, {"phase": "load"}, "loading <rows>"), attempt=1, worker_id="w1")
     html = page_of(admin, job)
     assert "25%" in html and "&quot;phase&quot;: &quot;load&quot;" in html
+    assert '<span class="ojs-progress-message">loading &lt;rows&gt;</span>' in html
     listing = admin.get("/admin/django_ojs/job/").content.decode()
     assert '<strong class="ojs-progress-cell">25%</strong>' in listing
     live = admin.get(f"/admin/django_ojs/job/{job.pk}/progress/").json()
-    assert live["live"] is True and "25%" in live["html"]
+    assert live["live"] is True and "25%" in live["html"] and "loading &lt;rows&gt;" in live["html"]

@@ -67,3 +67,19 @@ def test_a_viewer_without_change_permission_gets_no_buttons(client, django_user_
     page = client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
     assert "Retry from here" not in page
     assert client.post(reverse("admin:django_ojs_workflow_retry", args=[workflow.pk, "1"])).status_code == 403
+
+
+def test_the_workflow_page_shows_the_progress_the_http_api_serves(admin_client, api):
+    workflow = store.create(parse({"type": "chain", "steps": [
+        {"type": "etl.extract", "args": [], "options": {"queue": "wf"}},
+        {"type": "etl.transform", "args": [], "options": {"queue": "wf"}},
+        {"type": "etl.load", "args": [], "options": {"queue": "wf"}},
+    ]}, max_jobs=10, job_options=store.job_options()))
+    first = Job.objects.fetch(["wf"], worker_id="w")[0]
+    Job.objects.ack(first.id, lease=Lease("w"))
+    second = Job.objects.fetch(["wf"], worker_id="w")[0]
+    api.put(f"/ojs/v1/jobs/{second.id}/progress", {"progress": 0.73})
+    served = api.get(f"/ojs/v1/workflows/{workflow.id}/progress").json()["progress"]
+    page = admin_client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
+    assert served == 0.5767
+    assert '<div class="readonly">57%</div>' in page  # ojs-progress §14.5, floored as every percentage in the console

@@ -61,8 +61,10 @@ class Wire:
 
 @contextlib.contextmanager
 def serving(key: str, *, workers: int = 1, threads: int = 1, database: str | None = None,
-            config: Path | None = None) -> Iterator[Wire]:
+            config: Path | None = None, environment: dict[str, str] | None = None) -> Iterator[Wire]:
     """gunicorn on a free port against the test database (or ``database``, a URL), answering health; yields a client.
+
+    ``environment`` adds variables the example project's settings read (``OJS_PROGRESS_STREAMS``...).
 
     With ``config`` (a gunicorn configuration file) it runs as that file says,
     with ``workers`` processes; without, ``workers`` x ``threads`` and the rest
@@ -70,7 +72,7 @@ def serving(key: str, *, workers: int = 1, threads: int = 1, database: str | Non
     """
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database or database_url(), "DJANGO_SETTINGS_MODULE": "example_project.settings",
-           "OJS_AUTH_REQUIRED": "true", "OJS_TEST_HOOKS": "false", "OJS_LOG_LEVEL": "WARNING"}
+           "OJS_AUTH_REQUIRED": "true", "OJS_TEST_HOOKS": "false", "OJS_LOG_LEVEL": "WARNING", **(environment or {})}
     how = (["--config", str(config), "--workers", str(workers)] if config else
            ["--workers", str(workers), "--threads", str(threads), "--timeout", "60"])
     log = tempfile.TemporaryFile()

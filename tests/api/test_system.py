@@ -33,6 +33,21 @@ def test_the_manifest_answers_without_credentials_in_both_spellings(db):
     assert body["auth"] == {"scheme": "bearer", "required": True}
 
 
+def test_the_manifest_announces_the_progress_features_served(api, claim):
+    progress = OJSClient(None).get("/ojs/manifest").json()["capabilities"]["progress"]
+    assert progress["members"] == ["progress", "data", "message"]
+    assert (progress["checkpoints"], progress["event_milestones"]) == (False, [0.25, 0.5, 0.75, 1.0])
+    # The bounds it announces are the ones the server holds to.
+    job = claim("w1")
+    over = {"message": "x" * (progress["max_message_chars"] + 1)}
+    assert api.put(f"/ojs/v1/jobs/{job.id}/progress", over).status_code == 400
+    at = {"message": "x" * progress["max_message_chars"]}
+    assert api.put(f"/ojs/v1/jobs/{job.id}/progress", at).status_code == 200
+    # And the endpoints it names are served.
+    for path in (progress["stream"], progress["workflow_progress"]):
+        assert api.get(path.replace("{id}", "not-an-id")).status_code == 400
+
+
 # --- events feed -----------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from django_ojs.models import Event, Job, Workflow
-from tests.conftest import MEDIA_TYPE
+from tests.conftest import MEDIA_TYPE, OJSClient
 
 
 def step(kind: str, **options):
@@ -141,3 +141,65 @@ def test_creating_needs_the_enqueue_scope(make_client):
 def test_a_name_too_long_to_store_is_refused(api):
     response = api.post("/ojs/v1/workflows", {"type": "group", "name": "n" * 256, "jobs": [step("a")]})
     assert response.status_code == 400 and not Workflow.objects.exists()
+
+
+# -- progress (ojs-progress §9) ------------------------------------------------------
+
+
+def test_a_chains_progress_is_its_completed_steps_plus_the_current_steps_share(api):
+    created = api.post("/ojs/v1/workflows", {"type": "chain", "steps": [
+        step("extract"), step("transform"), step("load")]}).json()["workflow"]
+    url = f"/ojs/v1/workflows/{created['id']}/progress"
+    assert (api.get(url).json()["progress"], api.get(url).json()["states"]) == (0.0, {"pending": 1, "waiting": 2})
+    [first] = fetch(api)
+    api.post("/ojs/v1/workers/ack", {"job_id": first["id"], "worker_id": "w1"})
+    [second] = fetch(api)
+    api.put(f"/ojs/v1/jobs/{second['id']}/progress", {"progress": 0.73, "message": "rows", "data": {"n": 73}})
+    response = api.get(url)
+    assert (response.status_code, response["Cache-Control"]) == (200, "no-cache")
+    body = response.json()
+    # ojs-progress §14.5: (1.0 + 0.73 + 0.0) / 3.
+    assert (body["workflow_id"], body["type"], body["state"], body["progress"]) == (
+        created["id"], "chain", "running", 0.5767)
+    assert [(s["type"], s["state"], s["progress"]) for s in body["steps"]] == [
+        ("extract", "completed", 1.0), ("transform", "active", 0.73), ("load", "waiting", None)]
+    assert (body["steps"][1]["message"], body["steps"][1]["data"], body["steps"][1]["job_id"]) == (
+        "rows", {"n": 73}, second["id"])
+    # One meaning per word: the workflow's own counts say the same.
+    workflow = api.get(f"/ojs/v1/workflows/{created['id']}").json()["workflow"]
+    assert body["job_count"] == workflow["metadata"]["job_count"] == 3
+    assert body["states"] == {"active": 1, "completed": 1, "waiting": 1}
+    assert body["states"]["completed"] == workflow["metadata"]["completed_count"]
+
+
+def test_a_batch_counts_completed_jobs_and_a_group_averages_nested(api):
+    batch = api.post("/ojs/v1/workflows", {"type": "batch", "jobs": [step("a"), step("b"), step("c"), step("d")],
+                                           "callbacks": {"on_complete": step("report")}}).json()["workflow"]
+    jobs = fetch(api) + fetch(api)
+    api.post("/ojs/v1/workers/ack", {"job_id": jobs[0]["id"], "worker_id": "w1"})
+    api.put(f"/ojs/v1/jobs/{jobs[1]['id']}/progress", {"progress": 0.9})
+    body = api.get(f"/ojs/v1/workflows/{batch['id']}/progress").json()
+    assert (body["progress"], body["job_count"]) == (0.25, 4)  # callbacks are not steps
+
+
+def test_nested_containers_carry_their_own_aggregate(api):
+    created = api.post("/ojs/v1/workflows", {"type": "chain", "steps": [
+        {"type": "group", "jobs": [step("b"), step("c")]}, step("d")]}).json()["workflow"]
+    [b] = fetch(api)
+    api.put(f"/ojs/v1/jobs/{b['id']}/progress", {"progress": 0.5})
+    body = api.get(f"/ojs/v1/workflows/{created['id']}/progress").json()
+    fan = body["steps"][0]
+    assert (fan["kind"], fan["progress"], [s["progress"] for s in fan["steps"]]) == ("group", 0.25, [0.5, None])
+    assert body["progress"] == 0.125
+
+
+def test_workflow_progress_refuses_a_malformed_id_and_an_unknown_one(api):
+    malformed = api.get("/ojs/v1/workflows/not-a-uuid/progress")
+    assert (malformed.status_code, malformed.json()["error"]["code"]) == (400, "invalid_request")
+    unknown = api.get(f"/ojs/v1/workflows/{uuid.uuid4()}/progress")
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "not_found")
+
+
+@pytest.mark.django_db
+def test_workflow_progress_needs_a_key():
+    assert OJSClient(None).get(f"/ojs/v1/workflows/{uuid.uuid4()}/progress").status_code == 401

@@ -65,6 +65,19 @@ def test_show_prints_the_job_with_its_history_and_a_missing_one_exits_1(push):
     assert exit_code("show", "not-a-uuid") == 1
 
 
+def test_show_says_what_the_http_api_and_the_admin_say_of_the_jobs_progress(claim, api, admin_client):
+    job = claim("w1")
+    assert ojs_json("show", str(job.id))["progress"] == {"progress": None, "data": None, "message": None,
+                                                         "updated_at": None}
+    api.put(f"/ojs/v1/jobs/{job.id}/progress", {"progress": 0.5, "data": {"rows": 5}, "message": "half way"})
+    wire = api.get(f"/ojs/v1/jobs/{job.id}/progress").json()
+    shown = ojs_json("show", str(job.id))["progress"]
+    assert shown == {key: wire[key] for key in ("progress", "data", "message", "updated_at")}
+    page = admin_client.get(f"/admin/django_ojs/job/{job.pk}/change/").content.decode()
+    assert '<strong class="ojs-progress-figure">50%</strong>' in page
+    assert '<span class="ojs-progress-message">half way</span>' in page
+
+
 def test_bad_input_exits_1_and_changes_nothing():
     insert_jobs(3, queue="dl")
     assert exit_code("retry", "--state", "bogus", "--yes") == 1

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_ojs.core.progress import report_progress
 from django_ojs.models import Job
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
+from django_ojs.protocol.progress import Report
 
-__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push"]
+__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push", "report_on_next"]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
 WORKER = "worker-1"
@@ -59,4 +61,12 @@ def complete_next(queue: str = "default", result: Any = None) -> str:
     """Claim the next job of ``queue`` and complete it with ``result``, as a worker would; its id."""
     [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
     Job.objects.ack(claimed.id, result=result)
+    return str(claimed.id)
+
+
+def report_on_next(queue: str = "default", progress: float | None = None, data: dict[str, Any] | None = None,
+                   message: str | None = None) -> str:
+    """Claim the next job of ``queue`` and report its progress, as a worker would; its id."""
+    [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
+    assert report_progress(claimed.id, Report(progress, data, message), attempt=claimed.attempt, worker_id=WORKER)
     return str(claimed.id)

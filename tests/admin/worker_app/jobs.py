@@ -20,11 +20,11 @@ PROGRESS = "admin_e2e.progress"
 
 @django_ojs.job(PROGRESS)
 def reports_progress(ctx: Any, release_path: str) -> dict[str, bool]:
-    """Reports 42 % with structured data, then works until the test creates ``release_path``."""
+    """Reports 42 % with structured data and a message, then works until the test creates ``release_path``."""
     import os
     import time
 
-    ctx.progress(0.42, {"phase": "copying", "rows": 420})
+    ctx.progress(0.42, {"phase": "copying", "rows": 420}, message="copying rows 1-420")
     while not os.path.exists(release_path) and not ctx.cancelled:
         time.sleep(0.05)
     return {"done": True}
