@@ -27,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_FAILURES = Path(__file__).with_name("expected-failures.txt")
+# The project's own cases, in the public suites' format, for the wire its extensions
+# add (docs/reference/http): an SDK author runs them with the same run.py.
+EXTENSION_CASES = Path(__file__).with_name("extensions")
 POSTGRES_ADMIN_URL = os.environ.get("OJS_CONFORMANCE_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres")
 
 
@@ -189,6 +192,11 @@ def run_suites(stack: Stack, runner_dir: Path, levels: str, report: Path) -> sub
         "".join(run.stdout for run in runs),
         "".join(run.stderr for run in runs),
     )
+
+
+def run_extension_cases(stack: Stack, runner_dir: Path, report: Path) -> subprocess.CompletedProcess:
+    """Run the project's extension cases (``tests/conformance/extensions``) with the public runner."""
+    return _run(stack, runner_dir, report, "--suites", str(EXTENSION_CASES))
 
 
 def _run(stack: Stack, runner_dir: Path, report: Path, *selection: str) -> subprocess.CompletedProcess:

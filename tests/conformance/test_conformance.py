@@ -15,6 +15,7 @@ from .harness import (
     conformance_dir,
     fresh_database,
     missing_suites_message,
+    run_extension_cases,
     run_suites,
     running_stack,
     skip_missing_suites,
@@ -35,6 +36,11 @@ def test_levels_0_to_4(database):
     artifacts = ROOT / "test-artifacts" / "conformance" / database
     with fresh_database(database) as database_url, running_stack(database_url, artifacts) as stack:
         result = run_suites(stack, runner_dir, LEVELS, artifacts / "report.json")
+        extensions = run_extension_cases(stack, runner_dir, artifacts / "report-extensions.json")
     summary = (result.stdout + result.stderr).strip()
     print(summary)
     assert result.returncode == 0, summary
+    # The project's own cases for its extensions' wire, run by the same runner on the same server.
+    extension_summary = (extensions.stdout + extensions.stderr).strip()
+    print(extension_summary)
+    assert extensions.returncode == 0, extension_summary
