@@ -24,7 +24,7 @@ from ..conf import ojs_settings
 from ..core import coverage, history, maintenance, maintenance_mode
 from ..core.clock import TxNow, db_now
 from ..core.counting import count_rows
-from ..core.stats import queue_depths, state_counts
+from ..core.stats import oldest_available, state_counts
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
@@ -207,7 +207,7 @@ class OverviewAdmin(admin.ModelAdmin):
                  f"{human_duration(OVERDUE_AFTER)}: is ojs_reaper running?",
                  admin_changelist_url("job", state=JobState.RETRYABLE.value))
         names = list(Queue.objects.filter(paused=False).order_by("name").values_list("name", flat=True)[:ATTENTION_ROWS])
-        _, oldest = queue_depths(names) if names else ({}, {})
+        oldest = oldest_available(names)
         for name, since in sorted(oldest.items(), key=lambda pair: pair[1] or now):
             if since is not None and now - since > LONG_WAIT:
                 note("waiting", f"Queue {name}: its oldest waiting job has waited {human_duration(now - since)}.",

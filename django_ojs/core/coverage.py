@@ -18,13 +18,14 @@ worker, not for a handler, and are not counted as unrunnable.
 Bounded: the available jobs are read from their partial index, queue by
 queue, only on queues with consumers and only for types outside the
 consumers' (a filter on that index), under the counting module's statement
-timeout; a backlog too big to group in time is reported as unknown
-(``complete`` false), never waited for.
+timeout (``QUEUE_TIME_BOX`` a queue, ``TIME_BUDGET`` in all); a backlog too big to
+group in time is left out and the answer says so (``complete`` false), never waited for.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -39,6 +40,10 @@ from .workers import QUIET, RUNNING, shown_state
 
 # The most (queue, type) pairs one answer names: a page, a log line, a metric's labels.
 MAX_PAIRS = 100
+# How long one queue's backlog may take to group, and all of them together (an overview
+# page, a scrape): past it the answer says it is incomplete rather than keep anyone waiting.
+QUEUE_TIME_BOX = 0.5
+TIME_BUDGET = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,12 @@ def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], b
     and type, how many and the oldest; and whether every queue was read in time."""
     found: list[Unrunnable] = []
     complete = True
+    deadline = time.monotonic() + TIME_BUDGET
     for queue, types in sorted(handled.items()):
+        left = deadline - time.monotonic()
+        if left <= 0.01:
+            complete = False
+            break
         rows = (
             Job.objects.filter(state=JobState.AVAILABLE, queue=queue)
             .exclude(type__in=sorted(types))
@@ -99,7 +109,7 @@ def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], b
             .order_by()
         )
         try:
-            with time_boxed(Job.objects.db, seconds=1):
+            with time_boxed(Job.objects.db, seconds=min(left, QUEUE_TIME_BOX)):
                 grouped = list(rows)
         except DatabaseError:
             complete = False

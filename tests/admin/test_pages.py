@@ -236,6 +236,27 @@ def test_overview_counts_charts_and_flags_what_needs_attention(admin_client, mak
     assert 'data-pk="w-dead"' in text
 
 
+def test_the_overview_names_unread_queues_long_waits_and_says_nothing_when_all_is_well(
+    admin_client, make_job, make_worker
+):
+    from django_ojs.models import Job, ReaperTick
+
+    now = db_now()
+    ReaperTick.objects.create(id="reaper-1", started_at=now, last_tick_at=now)
+    make_worker("w1", queues=["default"])
+    url = reverse("admin:django_ojs_overview_changelist")
+    text = admin_client.get(url).content.decode()
+    assert "Nothing: no job discarded in the last hour" in text
+    assert 'data-reaper="ticking"' in text and "Reaper: last tick at" in text
+
+    waiting = make_job("available", queue="nobody-reads")
+    Job.objects.filter(pk=waiting.pk).update(enqueued_at=now - dt.timedelta(minutes=7))
+    text = admin_client.get(url).content.decode()
+    assert "1 job(s) waiting on queue nobody-reads, and no live worker reads it." in text
+    assert "Queue nobody-reads: its oldest waiting job has waited 7 min" in text
+    assert "state=available&amp;queue=nobody-reads" in text
+
+
 def test_admin_index_links_the_overview(admin_client, db):
     assert reverse("admin:django_ojs_overview_changelist").encode() in admin_client.get(reverse("admin:index")).content
 

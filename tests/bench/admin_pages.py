@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import http.cookiejar
+import json
 import os
 import re
 import statistics
@@ -45,7 +46,7 @@ def prepare(jobs: int, refill: bool) -> dict[str, str]:
     from django.db import connection
 
     from django_ojs.models import Job
-    from tests.bench.fill import fill
+    from tests.bench.fill import TYPES, fill
 
     call_command("migrate", verbosity=0)
     with connection.cursor() as cursor:
@@ -62,6 +63,9 @@ def prepare(jobs: int, refill: bool) -> dict[str, str]:
             "UPDATE django_ojs_worker SET last_heartbeat_at = now() - interval '2 seconds' "
             "WHERE id NOT IN ('bench-worker-18', 'bench-worker-19')"
         )
+        # In-process workers that handle every type but the last: its waiting jobs are the ones
+        # no running worker can run, which the overview looks for among every queue's backlog.
+        cursor.execute("UPDATE django_ojs_worker SET handles = %s::jsonb", [json.dumps(TYPES[:-1])])
     user, _ = User.objects.get_or_create(username=USERNAME)
     user.is_staff = user.is_superuser = True
     user.set_password(PASSWORD)

@@ -76,6 +76,20 @@ def test_a_claim_of_the_workers_types_walks_the_available_index_and_stops_at_its
     assert "Sort" not in plan and "Seq Scan on django_ojs_job" not in plan, plan
 
 
+def test_a_stepwise_claim_of_the_workers_types_walks_the_available_index_too():
+    """A queue with a concurrency limit is claimed stepwise (core/claim.claim_from): the same filter."""
+    from django_ojs.core import queue_config
+
+    fill("available", BACKLOG)
+    fill("completed", BACKLOG, finished_at="now()")
+    queue_config.update("plans", {"concurrency": 100})
+    Job.objects.filter(seq__in=Job.objects.filter(state="available").order_by("seq")[:10]).update(type="mine")
+    statement = captured(lambda: Job.objects.fetch(["plans"], count=10, types=["mine"]), "FOR UPDATE SKIP LOCKED")
+    plan = plan_of(statement)
+    assert "ojs_job_available" in plan, plan
+    assert "ojs_job_type" not in plan and "Seq Scan on django_ojs_job" not in plan, plan
+
+
 def test_the_claim_stays_on_its_index_when_the_statistics_are_stale():
     """A queue whose backlog grew since the last ANALYZE (statistics say it is
     empty) must not be claimed by sorting the whole backlog: until autovacuum
