@@ -34,6 +34,8 @@ from ..protocol.states import JobState
 DEAD_LETTER = "dead_letter"
 DISCARDED = "discarded"
 KEPT_AS = (DEAD_LETTER, DISCARDED)
+# The same, in words, by the record's ``dead_letter``.
+KEPT_WORDS = {True: "dead letter", False: "discarded"}
 
 
 def failed_jobs() -> QuerySet:
@@ -74,7 +76,7 @@ def keeping(job: Job) -> str:
 
 def describe(dead_letter: bool, until: str) -> str:
     """``keeping``'s words for a job already rendered (its ``dead_letter`` and ``kept_until``)."""
-    return f"kept as dead letter until {until}" if dead_letter else f"discarded, kept until {until}"
+    return f"kept as {KEPT_WORDS[True]} until {until}" if dead_letter else f"{KEPT_WORDS[False]}, kept until {until}"
 
 
 def find(job_ref: Any) -> Job:
