@@ -74,9 +74,14 @@ def keeping(job: Job) -> str:
     return describe(job.dead_letter, format_timestamp(until))
 
 
+# The line, by the record's ``dead_letter``, with the time in its place: the admin fills it with its
+# own way of writing a time (``format_html``), the CLI and the logs with the API's.
+KEEPING = {True: "kept as dead letter until {}", False: "discarded, kept until {}"}
+
+
 def describe(dead_letter: bool, until: str) -> str:
     """``keeping``'s words for a job already rendered (its ``dead_letter`` and ``kept_until``)."""
-    return f"kept as {KEPT_WORDS[True]} until {until}" if dead_letter else f"{KEPT_WORDS[False]}, kept until {until}"
+    return KEEPING[dead_letter].format(until)
 
 
 def find(job_ref: Any) -> Job:
