@@ -19,8 +19,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
-from ..core.dead_letter import failed_jobs, keeping
+from ..core.dead_letter import failed_jobs
 from ..models import DeadLetterJob, Job
+from . import job_pages
 from .display import moment
 from .filters import ErrorTypeFilter, QueueFilter, RetentionFilter, TypeFilter
 from .job_moves import PURGE, RETRY
@@ -41,11 +42,12 @@ class DeadLetterJobAdmin(JobAdminBase):
 
     @admin.display(description="discarded")
     def discarded(self, job: Job) -> SafeString | str:
-        return moment(job.finished_at, job.db_now)
+        # The distance alone, the time on hover: room for what the job is kept as beside it.
+        return moment(job.finished_at, job.db_now, compact=True)
 
     @admin.display(description="kept as")
-    def kept_as(self, job: Job) -> str:
-        return keeping(job)
+    def kept_as(self, job: Job) -> SafeString | str:
+        return job_pages.keeping(job, job.db_now, compact=True)
 
     def url_after_move(self, job: Job, move: str) -> str:
         # A retried job leaves this page: follow it to the Jobs page.

@@ -86,6 +86,14 @@ def moment(value: dt.datetime | None, now: dt.datetime, *, compact: bool = False
     )
 
 
+def day(value: dt.datetime) -> SafeString:
+    """A far point in time in a narrow list cell: its UTC date, the whole time on hover (a retention's end)."""
+    return format_html(
+        '<time class="ojs-moment" datetime="{}" title="{}">{}</time>',
+        format_timestamp(value), timestamp(value), value.astimezone(dt.UTC).strftime("%Y-%m-%d"),
+    )
+
+
 def moment_field(name: str, description: str) -> Any:
     """A column of a ModelAdmin showing the datetime field ``name`` as a ``moment``.
 

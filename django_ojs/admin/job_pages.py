@@ -16,12 +16,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..core import events
+from ..core.dead_letter import KEEPING
 from ..core.unique_keys import current_holder
 from ..models import Event, Job, JobError, Worker
 from ..protocol.progress import percent, view
 from ..protocol.states import JobState
 from ..protocol.unique import decode_states
-from .display import EMPTY, human_duration, link, moment, pretty_json
+from .display import EMPTY, day, human_duration, link, moment, pretty_json
 
 # A job that was retried from the dead letter many times could collect a long
 # history; a page shows this many of its errors, the latest last.
@@ -37,6 +38,24 @@ _FINISHED_LABEL = {
     JobState.DISCARDED: "discarded",
     JobState.CANCELLED: "cancelled",
 }
+
+
+def keeping(job: Job, now: dt.datetime, *, compact: bool = False) -> SafeString | str:
+    """What a discarded job is kept as and until when (core/dead_letter.py), the time as the console writes it;
+    ``compact`` (a list cell): the date, the whole time on hover."""
+    until = job.kept_until
+    if until is None:
+        return ""
+    return format_html(KEEPING[job.dead_letter], day(until) if compact else moment(until, now))
+
+
+def dead_letter_line(job: Job, now: dt.datetime) -> SafeString | str:
+    """The job page's "dead letter" row: 'yes — kept until …', 'no — discarded, kept until …', or 'no'."""
+    if job.kept_until is None:
+        return "no"
+    if job.dead_letter:
+        return format_html("yes — kept until {}", moment(job.kept_until, now))
+    return format_html("no — {}", keeping(job, now))
 
 
 def status_line(job: Job, now: dt.datetime) -> SafeString | str:

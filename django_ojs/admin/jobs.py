@@ -34,10 +34,8 @@ from django.utils.safestring import SafeString
 from django.views.decorators.cache import never_cache
 
 from ..core.clock import TxNow
-from ..core.dead_letter import keeping, kept_until
 from ..core.search import HELP_TEXT, job_search
 from ..models import Job
-from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest
 from ..protocol.states import TERMINAL
 from . import job_pages
@@ -180,12 +178,8 @@ class JobAdminBase(ConsoleAdmin):
         return f"{job.attempt} / {job.max_attempts}"
 
     @admin.display(description="dead letter")
-    def dead_letter_kept(self, job: Job) -> str:
-        """'yes — kept until …' for a dead letter, 'no — discarded, kept until …' for a plain discard."""
-        until = kept_until(job)
-        if until is None:
-            return "no"
-        return f"yes — kept until {format_timestamp(until)}" if job.dead_letter else f"no — {keeping(job)}"
+    def dead_letter_kept(self, job: Job) -> SafeString | str:
+        return job_pages.dead_letter_line(job, job.db_now)
 
     @admin.display(description="age")
     def age(self, job: Job) -> str:

@@ -34,6 +34,8 @@ from ..protocol.states import JobState
 DEAD_LETTER = "dead_letter"
 DISCARDED = "discarded"
 KEPT_AS = (DEAD_LETTER, DISCARDED)
+# The same, in words, by the record's ``dead_letter``.
+KEPT_WORDS = {True: "dead letter", False: "discarded"}
 
 
 def failed_jobs() -> QuerySet:
@@ -72,9 +74,14 @@ def keeping(job: Job) -> str:
     return describe(job.dead_letter, format_timestamp(until))
 
 
+# The line, by the record's ``dead_letter``, with the time in its place: the admin fills it with its
+# own way of writing a time (``format_html``), the CLI and the logs with the API's.
+KEEPING = {True: "kept as dead letter until {}", False: "discarded, kept until {}"}
+
+
 def describe(dead_letter: bool, until: str) -> str:
     """``keeping``'s words for a job already rendered (its ``dead_letter`` and ``kept_until``)."""
-    return f"kept as dead letter until {until}" if dead_letter else f"discarded, kept until {until}"
+    return KEEPING[dead_letter].format(until)
 
 
 def find(job_ref: Any) -> Job:

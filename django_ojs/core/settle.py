@@ -37,16 +37,17 @@ from ..protocol.states import JobState, Move, sources, target
 from . import events
 from .claimant import hold_claimant
 from .clock import TxNow
+from .dead_letter import KEPT_WORDS
 from .engine import current as current_engine
 from .refusal import refusal
 from .types import Lease, Settle, Settlement, Verdict
 from .workflows import advance as advance_workflows
 from .workflows import workflow_step
 
-# Every column a failure may change; bulk writes list them once.
 # The fate of every failed attempt, whichever door reported it (worker, HTTP FAIL, the reaper).
 logger = logging.getLogger("django_ojs.jobs")
 
+# Every column a failure may change; bulk writes list them once.
 FAILURE_FIELDS = [
     "state", "releases", "worker_id", "lease_expires_at", "deadline_at", "started_at",
     "enqueued_at", "run_at", "retry_delay_ms", "completed_at", "finished_at",
@@ -362,9 +363,8 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
     """
     head = f"job {job.id} ({job.type}) attempt {job.attempt}/{job.max_attempts} failed: {failure.type}: {failure.message}"
     if ended is not None:
-        kept = "dead letter" if job.dead_letter else "discarded"
         until = format_timestamp(job.kept_until) if job.kept_until else "-"
-        line = f"{head}; {GAVE_UP.get(ended.reason, ended.reason)} → {kept}, kept until {until}"
+        line = f"{head}; {GAVE_UP.get(ended.reason, ended.reason)} → {KEPT_WORDS[job.dead_letter]}, kept until {until}"
         transaction.on_commit(lambda: logger.warning("%s", line))
     else:
         then = f"retry at {format_timestamp(job.run_at)}" if job.state == JobState.RETRYABLE else "back in its queue now"
