@@ -21,7 +21,6 @@ from django_ojs.models import ApiKey, Job
 from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.progress import Report
 from tests.admin.browser import ojs_worker
-from tests.admin.worker_app.jobs import PROGRESS
 from tests.api.gunicorn import Wire, serving
 from tests.waiting import PATIENCE, wait_until
 
@@ -114,6 +113,10 @@ def wire_progress(wire: Wire, job: Job) -> dict:
 
 
 def test_a_real_workers_handler_moves_the_stream_and_its_return_ends_it(key, tmp_path):
+    # Imported here, as tests/admin/test_browser.py does: registering its handlers at
+    # collection would put them in every other test's registry.
+    from tests.admin.worker_app.jobs import PROGRESS
+
     release = tmp_path / "release"
     job = django_ojs.enqueue(PROGRESS, [str(release)], queue="stream-e2e")
     with serving(key, threads=2) as wire, ojs_worker("stream-e2e"):
