@@ -398,6 +398,8 @@ def test_quiet_refuses_a_dead_or_terminating_worker(api, db):
     for worker in ("w-dead", "w-going"):
         response = api.post(f"{ADMIN}/workers/{worker}/quiet")
         assert response.status_code == 409 and response.json()["error"]["code"] == "conflict"
+        # The hint speaks of the worker, not of a job's state (the conflict code's usual hint).
+        assert "worker" in response.json()["error"]["hint"] and "job" not in response.json()["error"]["hint"]
     assert Worker.objects.get(pk="w-dead").directive == "running"
 
 
