@@ -65,6 +65,9 @@ PERIODS = {
     "1d": (dt.timedelta(days=1), HOUR),
 }
 MAX_SLOTS = 3000
+# The times a history read may name (``readable``).
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
 
 Key = tuple[dt.datetime, str, str]  # (minute, queue, transition)
 
@@ -217,10 +220,23 @@ class Series:
         return PERIODS[self.period][0]
 
 
+def readable(value: dt.datetime, name: str) -> dt.datetime:
+    """``value`` if the history can be read at it: slot arithmetic (an hour back, a day on) stays within the
+    years a datetime holds, and no job is older than the epoch."""
+    if not EARLIEST <= value <= LATEST:
+        raise InvalidRequest(
+            f"{name} must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}: the history holds no other time",
+            field=name,
+        )
+    return value
+
+
 def slots_of(period: str, since: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
     """The slots of ``period`` (aligned in UTC) from the one holding ``since`` to the last starting before ``until``."""
     if period not in PERIODS:
         raise InvalidRequest(f"period must be one of {', '.join(PERIODS)}", field="period")
+    readable(since, "since")
+    readable(until, "until")
     if until <= since:
         raise InvalidRequest("until must be later than since", field="until")
     length = PERIODS[period][0]
