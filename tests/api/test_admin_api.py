@@ -21,7 +21,7 @@ from django_ojs.core.history import MINUTE, minute_floor
 from django_ojs.core.stats import state_counts
 from django_ojs.models import Job, JobError, Queue, StatsBucket, Worker
 from django_ojs.protocol.failure import Failure
-from tests.conftest import MEDIA_TYPE, check_binding_response
+from tests.conftest import MEDIA_TYPE
 from tests.helpers import ago, history_running_since, reload
 from tests.waiting import PATIENCE
 
@@ -524,35 +524,7 @@ def test_the_manifest_announces_the_admin_api_and_the_extensions_served(api):
 
 # -- access (§13) -------------------------------------------------------------------------------------
 
-READS = ["/queues", "/queues/q", "/jobs", "/jobs/019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "/workers", "/workers/w",
-         "/stats", "/stats/history", "/system/maintenance", "/system/config"]
-WRITES = [("post", "/queues/q/pause"), ("post", "/queues/q/resume"), ("put", "/queues/q/config"),
-          ("delete", "/queues/q/jobs"), ("post", "/jobs/bulk/retry"), ("post", "/jobs/bulk/cancel"),
-          ("post", "/jobs/bulk/delete"), ("post", "/jobs/019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f/cancel"),
-          ("post", "/jobs/019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f/retry"), ("post", "/workers/w/quiet"),
-          ("delete", "/workers/w"), ("post", "/system/maintenance")]
-
-
-@pytest.mark.parametrize("scope", ["worker", "enqueue"])
-def test_producers_and_workers_keys_may_not_read_the_admin_api(make_client, scope):
-    client = make_client(scope)
-    for path in READS:
-        response = client.get(ADMIN + path)
-        assert response.status_code == 403, path
-        assert response.json()["error"]["details"]["required_scope"] == "read or admin"
-
-
-def test_a_read_key_reads_and_changes_nothing(make_client, push):
-    push(options={"queue": "q"})
-    client = make_client("read")
-    for path in READS:
-        assert client.get(ADMIN + path).status_code in (200, 404), path
-    for method, path in WRITES:
-        response = getattr(client.client, method)(ADMIN + path, data=json.dumps({"confirm": True, "enabled": True}),
-                                                  content_type=MEDIA_TYPE)
-        check_binding_response(response)
-        assert response.status_code == 403 and response.json()["error"]["details"]["required_scope"] == "admin"
-    assert not Queue.objects.filter(paused=True).exists() and Job.objects.count() == 1
+# Every endpoint with keys that hold its scope and keys that lack it: test_admin_wire.py, on the wire.
 
 
 def test_an_unknown_admin_path_is_404_in_the_binding_error_format(api):
