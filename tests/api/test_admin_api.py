@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
+from django.urls import reverse
 
 from django_ojs.cli import reads
 from django_ojs.core import history, maintenance_mode
@@ -110,6 +111,28 @@ def test_config_changes_the_settings_the_admins_queue_page_edits(api, push):
     assert (queue.concurrency, queue.rate_limit, queue.max_size) == (2, {"limit": 100, "period": "PT1M"}, 50)
     cleared = api.put(f"{ADMIN}/queues/mail/config", {"concurrency": None}).json()
     assert cleared["configuration"]["concurrency"] is None and cleared["configuration"]["max_size"] == 50
+
+
+def test_config_is_the_store_the_admins_queue_page_edits_both_ways(api, push, admin_client):
+    """A limit set over the API is what the console's queue page shows and edits; one saved there is what
+    the API answers."""
+    push(options={"queue": "mail"})
+    api.put(f"{ADMIN}/queues/mail/config", {"concurrency": 3, "rate_limit": {"limit": 50, "period": "PT1M"},
+                                             "max_size": 200, "overflow_policy": "drop_oldest"})
+    configure = reverse("admin:django_ojs_queue_configure", args=["mail"])
+    form = admin_client.get(configure).context["form"]
+    assert {name: form[name].value() for name in ("concurrency", "rate_limit", "rate_period", "max_size",
+                                                   "overflow_policy")} == {
+        "concurrency": 3, "rate_limit": 50, "rate_period": "PT1M", "max_size": 200, "overflow_policy": "drop_oldest"}
+    listing = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
+    assert "0 / 3 active; rate 50 per PT1M; max size 200 (drop_oldest)" in listing
+
+    saved = admin_client.post(configure, {"concurrency": "7", "throttle": "5", "throttle_period": "PT1S",
+                                          "rate_period": "PT1M", "max_size": "", "overflow_policy": "reject"})
+    assert saved.status_code == 302
+    configuration = api.get(f"{ADMIN}/queues/mail").json()["configuration"]
+    assert configuration == {"concurrency": 7, "rate_limit": None, "throttle": {"limit": 5, "period": "PT1S"},
+                             "max_size": None, "overflow_policy": "reject", "retention": configuration["retention"]}
 
 
 @pytest.mark.parametrize("body", [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.urls import resolve
@@ -19,8 +20,9 @@ from django_ojs.core.clock import db_now
 from django_ojs.core.history import MINUTE, minute_floor
 from django_ojs.models import ApiKey, Job, Queue, StatsBucket, Worker
 from django_ojs.protocol.failure import Failure
+from tests.api.gunicorn import serving
 from tests.api.test_fuzz import snapshot
-from tests.helpers import ago, history_running_since, reload
+from tests.helpers import ago, database_url, history_running_since, reload
 from tests.waiting import PATIENCE, wait_until
 
 pytestmark = pytest.mark.postgres
@@ -251,3 +253,23 @@ def test_the_manifest_on_the_wire_announces_the_admin_api(wire):
     status, _, manifest = call(wire, "GET", "/ojs/manifest")
     assert status == 200 and "admin-api" in manifest["extensions"]
     assert manifest["endpoints"]["admin"] == ADMIN
+
+
+def test_the_config_on_the_wire_shows_no_secret(transactional_db, monkeypatch):
+    """A server whose database URL holds a password and whose SECRET_KEY is its own: neither, nor any API
+    key or its digest, is in what ``system/config`` answers; the database's name and host are."""
+    monkeypatch.setenv("SECRET_KEY", "django-s3cret-key-of-this-deployment-0123456789")
+    url = urlsplit(database_url())
+    with_password = url._replace(netloc=f"{url.username}:pg-s3cret-pw@{url.hostname}:{url.port}").geturl()
+    _, admin_key = ApiKey.objects.issue("config admin", ["admin"])
+    _, other_key = ApiKey.objects.issue("config producer", ["enqueue"])
+    with serving(admin_key, database=with_password) as server:
+        status, _, raw = server.send("GET", f"{ADMIN}/system/config")
+    assert status == 200
+    text = raw.decode()
+    body = json.loads(text)
+    assert body["backend"] == {"vendor": "postgresql", "name": url.path.lstrip("/"), "host": url.hostname,
+                               "port": str(url.port)}
+    secrets = ["pg-s3cret-pw", "django-s3cret-key-of-this-deployment", admin_key, other_key,
+               *ApiKey.objects.values_list("key_hash", flat=True)]
+    assert [secret for secret in secrets if secret in text] == []
