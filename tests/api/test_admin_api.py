@@ -10,17 +10,19 @@ import datetime as dt
 import json
 import threading
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.db import connection, connections, transaction
 from django.urls import reverse
 
 from django_ojs.cli import reads
-from django_ojs.core import history, maintenance_mode
+from django_ojs.conf import ojs_settings
+from django_ojs.core import history, maintenance, maintenance_mode
 from django_ojs.core.clock import db_now
-from django_ojs.core.history import MINUTE, minute_floor
+from django_ojs.core.history import HOUR, MINUTE, hour_floor, minute_floor
 from django_ojs.core.stats import state_counts
-from django_ojs.models import Job, JobError, Queue, StatsBucket, Worker
+from django_ojs.models import Event, Job, JobError, Queue, StatsBucket, Worker
 from django_ojs.protocol.failure import Failure
 from tests.conftest import MEDIA_TYPE
 from tests.helpers import ago, history_running_since, reload
@@ -470,6 +472,54 @@ def test_history_answers_what_the_overview_chart_draws(api, push):
     # The chart of the overview reads the same function.
     chart = history.latest("1m", 60, now)
     assert chart.values["completed"][chart.slots.index(minute)] == 7
+
+
+def test_a_day_of_minutes_and_thirty_days_of_hours_by_queue_and_transition_as_the_reaper_wrote_them(api, push, ojs):
+    """§10.2: at least 24 h of minutes and 30 days of hours. The reaper, back after two days, counts the
+    minutes of jobs that finished over them; the hours before were left by the reaper of earlier days."""
+    ojs(EVENTS=True, RETENTION={**ojs_settings.RETENTION, "history_minutes": 2 * 86400, "history_hours": 35 * 86400})
+    now = db_now()
+    stopped = minute_floor(now) - dt.timedelta(hours=47)
+    history_running_since(stopped - dt.timedelta(days=31), counted_through=stopped)
+    earlier = [hour_floor(stopped) - dt.timedelta(hours=index) for index in range(1, 29 * 24)]
+    StatsBucket.objects.bulk_create(StatsBucket(span=HOUR, start=at, queue="mail", transition="completed", count=4)
+                                    for at in earlier)
+    finished: dict[str, list[dt.datetime]] = {"mail": [], "sms": []}
+    for index in range(47):
+        queue = "mail" if index % 3 else "sms"
+        job = push(options={"queue": queue})
+        at = stopped + dt.timedelta(hours=index, minutes=7 + index % 50, seconds=15)
+        Job.objects.filter(pk=job.pk).update(state="completed", finished_at=at)
+        Event.objects.filter(job_id=job.id).update(time=at)
+        finished[queue].append(minute_floor(at))
+
+    while maintenance.record_history(1000):
+        pass
+
+    def read(query: str) -> dict[str, Any]:
+        response = api.get(f"{ADMIN}/stats/history?{query}")
+        assert response.status_code == 200, response.json()
+        return response.json()
+
+    def stamp(at: dt.datetime) -> str:
+        return quote(at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    day = read(f"period=1m&since={stamp(now - dt.timedelta(hours=24))}&queue=mail")
+    assert len(day["data"]) >= 24 * 60 and None not in {point["processed"] for point in day["data"][:-2]}
+    completed = {point["timestamp"]: point["processed"] for point in day["data"] if point["processed"]}
+    recent = [at for at in finished["mail"] if at >= minute_floor(now - dt.timedelta(hours=24))]
+    assert completed == {at.strftime("%Y-%m-%dT%H:%M:%SZ"): 1 for at in recent}
+    enqueued = {point["timestamp"]: point["enqueued"] for point in day["data"] if point["enqueued"]}
+    assert enqueued == completed  # each job's events were set to the minute it finished
+
+    month = read(f"period=1h&since={stamp(now - dt.timedelta(days=30))}")
+    assert len(month["data"]) >= 30 * 24 and month["data"][0]["processed"] == 4  # the hours of earlier days
+    by_hour = {point["timestamp"]: point["processed"] for point in month["data"]}
+    for at in finished["mail"] + finished["sms"]:  # each of the last two days' hours: its one job
+        assert by_hour[hour_floor(at).strftime("%Y-%m-%dT%H:%M:%SZ")] == 1
+    sms = read(f"period=1d&since={stamp(now - dt.timedelta(days=29))}&queue=sms")
+    assert sum(point["processed"] or 0 for point in sms["data"]) == len(finished["sms"])
+    assert not StatsBucket.objects.filter(span=MINUTE, start__lt=now - dt.timedelta(days=2)).exists()
 
 
 @pytest.mark.parametrize("query", ["period=2m", "period=1m&since=2020-01-01T00:00:00Z", "since=x", "queue=Bad_Name",
