@@ -22,7 +22,7 @@ from django_ojs.core import history, maintenance, maintenance_mode
 from django_ojs.core.clock import db_now
 from django_ojs.core.history import HOUR, MINUTE, hour_floor, minute_floor
 from django_ojs.core.stats import state_counts
-from django_ojs.models import Event, Job, JobError, Queue, StatsBucket, Worker
+from django_ojs.models import Event, Job, JobError, Queue, StatsBucket, Worker, Workflow
 from django_ojs.protocol.failure import Failure
 from tests.conftest import MEDIA_TYPE
 from tests.helpers import ago, history_running_since, reload
@@ -540,11 +540,12 @@ def test_maintenance_mode_refuses_http_push_empties_fetch_and_every_surface_says
         dt.timedelta(minutes=30)
 
     for path, payload in (("/ojs/v1/jobs", {"type": "a", "args": []}),
-                          ("/ojs/v1/jobs/batch", {"jobs": [{"type": "a", "args": []}]})):
+                          ("/ojs/v1/jobs/batch", {"jobs": [{"type": "a", "args": []}]}),
+                          ("/ojs/v1/workflows", {"type": "chain", "name": "w", "steps": [{"type": "a", "args": []}]})):
         refused = send_raw(api, "post", path, payload)
-        assert refused.status_code == 503 and 1700 <= int(refused["Retry-After"]) <= 1800
+        assert refused.status_code == 503 and 1700 <= int(refused["Retry-After"]) <= 1800, path
         assert refused.json()["error"]["code"] == "backend_unavailable"
-    assert Job.objects.count() == 1
+    assert Job.objects.count() == 1 and not Workflow.objects.exists()
     worker = make_client("worker")
     assert worker.post("/ojs/v1/workers/fetch", {"queues": ["q"]}).json()["jobs"] == []
     health = api.get("/ojs/v1/health")
@@ -554,6 +555,9 @@ def test_maintenance_mode_refuses_http_push_empties_fetch_and_every_surface_says
 
     assert api.post(f"{ADMIN}/system/maintenance", {"enabled": False}).json()["maintenance"] is False
     assert api.post("/ojs/v1/jobs", {"type": "a", "args": [], "options": {"queue": "q"}}).status_code == 201
+    # The workflow refused above was a valid one.
+    assert api.post("/ojs/v1/workflows", {"type": "chain", "name": "w", "steps": [
+        {"type": "a", "args": [], "options": {"queue": "later"}}]}).status_code == 201
     assert len(worker.post("/ojs/v1/workers/fetch", {"queues": ["q"], "count": 5}).json()["jobs"]) == 2
 
 
