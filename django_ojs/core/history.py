@@ -273,14 +273,12 @@ def series(period: str, since: dt.datetime, until: dt.datetime, now: dt.datetime
                 if queue is None or name == queue:
                     sums[((minute - start) // length, transition)] += n
             known_until, live = max(now, cursor.counted_through), True
+    # Decided once per slot and per transition, not per figure: a day of minutes is 1,441 slots.
+    known = [slot + length > known_from and slot < known_until for slot in slots]
+    kept = {transition: ojs_settings.EVENTS or transition not in FROM_EVENTS for transition in TRANSITIONS}
     values = {
-        transition: [
-            sums.get((index, transition), 0)
-            if (ojs_settings.EVENTS or transition not in FROM_EVENTS) and slot + length > known_from
-            and slot < known_until
-            else None
-            for index, slot in enumerate(slots)
-        ]
+        transition: [sums.get((index, transition), 0) if is_known else None for index, is_known in enumerate(known)]
+        if kept[transition] else [None] * len(slots)
         for transition in TRANSITIONS
     }
     return Series(period, slots, values, cursor.counted_through if cursor else None, live)
