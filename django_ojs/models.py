@@ -719,8 +719,13 @@ class StatsBucket(models.Model):
 
     class Meta:
         constraints = [
-            # Also the index of every read: a span's buckets over a time range.
+            # Also the index of every read of all queues: a span's buckets over a time range.
             models.UniqueConstraint(fields=["span", "start", "queue", "transition"], name="ojs_stats_bucket"),
+        ]
+        indexes = [
+            # One queue's history: its own buckets, not every queue's over the range (30 days of
+            # 20 queues' hours read 70-130 ms through the index above, 5-15 ms through this one).
+            models.Index(fields=["span", "queue", "start"], name="ojs_stats_bucket_queue"),
         ]
 
     def __str__(self) -> str:

@@ -65,6 +65,9 @@ PERIODS = {
     "1d": (dt.timedelta(days=1), HOUR),
 }
 MAX_SLOTS = 3000
+# The times a history read may name (``readable``).
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
 
 Key = tuple[dt.datetime, str, str]  # (minute, queue, transition)
 
@@ -217,10 +220,23 @@ class Series:
         return PERIODS[self.period][0]
 
 
+def readable(value: dt.datetime, name: str) -> dt.datetime:
+    """``value`` if the history can be read at it: slot arithmetic (an hour back, a day on) stays within the
+    years a datetime holds, and no job is older than the epoch."""
+    if not EARLIEST <= value <= LATEST:
+        raise InvalidRequest(
+            f"{name} must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}: the history holds no other time",
+            field=name,
+        )
+    return value
+
+
 def slots_of(period: str, since: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
     """The slots of ``period`` (aligned in UTC) from the one holding ``since`` to the last starting before ``until``."""
     if period not in PERIODS:
         raise InvalidRequest(f"period must be one of {', '.join(PERIODS)}", field="period")
+    readable(since, "since")
+    readable(until, "until")
     if until <= since:
         raise InvalidRequest("until must be later than since", field="until")
     length = PERIODS[period][0]
@@ -257,14 +273,12 @@ def series(period: str, since: dt.datetime, until: dt.datetime, now: dt.datetime
                 if queue is None or name == queue:
                     sums[((minute - start) // length, transition)] += n
             known_until, live = max(now, cursor.counted_through), True
+    # Decided once per slot and per transition, not per figure: a day of minutes is 1,441 slots.
+    known = [slot + length > known_from and slot < known_until for slot in slots]
+    kept = {transition: ojs_settings.EVENTS or transition not in FROM_EVENTS for transition in TRANSITIONS}
     values = {
-        transition: [
-            sums.get((index, transition), 0)
-            if (ojs_settings.EVENTS or transition not in FROM_EVENTS) and slot + length > known_from
-            and slot < known_until
-            else None
-            for index, slot in enumerate(slots)
-        ]
+        transition: [sums.get((index, transition), 0) if is_known else None for index, is_known in enumerate(known)]
+        if kept[transition] else [None] * len(slots)
         for transition in TRANSITIONS
     }
     return Series(period, slots, values, cursor.counted_through if cursor else None, live)

@@ -10,19 +10,24 @@ command is missing from the tree.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import tempfile
+import urllib.request
 
 import pytest
 from django.contrib.auth.models import User
 
 from django_ojs.core import queue_settings
+from django_ojs.core.clock import db_now
+from django_ojs.core.history import HOUR, hour_floor, minute_floor
 from django_ojs.core.types import WorkerInfo
-from django_ojs.models import ApiKey, Job, JobError, Queue, Worker
+from django_ojs.models import ApiKey, Job, JobError, Queue, StatsBucket, Worker
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.states import WorkerState
+from tests.helpers import history_running_since
 
 from .browser import (
     CHROMIUM,
@@ -641,3 +646,40 @@ def test_the_overview_names_what_needs_attention_and_each_line_leads_to_its_jobs
     page.goto(overview)
     expect(page.locator('[data-attention="reaper"]')).to_have_count(0)
     expect(page.locator('[data-reaper="ticking"]')).to_contain_text("Reaper: last tick")
+def test_the_overview_chart_offers_the_last_hour_day_and_month_and_draws_what_the_admin_api_reads(
+        page, live_server):
+    """The chart's three windows, chosen by link, each drawn from the statistics history, hour by hour
+    the figures GET /ojs/v1/admin/stats/history answers."""
+    now = db_now()
+    history_running_since(minute_floor(now) - dt.timedelta(days=40))
+    three_hours_ago = hour_floor(now) - dt.timedelta(hours=3)
+    StatsBucket.objects.create(span=HOUR, start=three_hours_ago, queue="mail", transition="completed", count=40)
+    StatsBucket.objects.create(span=HOUR, start=three_hours_ago, queue="sms", transition="discarded", count=6)
+    _, key = ApiKey.objects.issue("chart reader", ["read"])
+    since = three_hours_ago.strftime("%Y-%m-%dT%H:%M:%SZ")
+    request = urllib.request.Request(f"{live_server.url}/ojs/v1/admin/stats/history?period=1h&since={since}",
+                                     headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        [point, *_] = json.load(response)["data"]
+    assert (point["processed"], point["failed"]) == (40, 6)
+    chart = page.locator("svg.ojs-chart")
+    hovers = chart.locator("rect.ojs-hover")
+
+    page.goto(f"{live_server.url}/admin/django_ojs/overview/")
+    expect(page.locator(".ojs-chart-choices strong")).to_have_text("last hour")
+    expect(page.locator("h2", has_text="Completed and failed")).to_have_text(
+        "Completed and failed per minute, last hour")
+    expect(hovers).to_have_count(60)
+
+    page.locator(".ojs-chart-choices a", has_text="last day").click()
+    expect(page.locator(".ojs-chart-choices strong")).to_have_text("last day")
+    expect(hovers).to_have_count(24)
+    titles = [hovers.nth(index).locator("title").text_content() or "" for index in range(24)]
+    drawn = [title for title in titles if "0 completed, 0 failed (discarded)" not in title]
+    assert drawn == [f"{three_hours_ago:%Y-%m-%d %H:%M} UTC: {point['processed']} completed, "
+                     f"{point['failed']} failed (discarded)"]
+
+    page.locator(".ojs-chart-choices a", has_text="last 30 days").click()
+    expect(page.locator(".ojs-chart-choices strong")).to_have_text("last 30 days")
+    expect(hovers).to_have_count(30)
+    screenshot(page, "23-overview-chart-month")

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from django.db import connections, transaction
+from django.urls import resolve
 
+from django_ojs.api.admin import urls as admin_urls
 from django_ojs.core import maintenance_mode
 from django_ojs.core.clock import db_now
 from django_ojs.core.history import MINUTE, minute_floor
 from django_ojs.models import ApiKey, Job, Queue, StatsBucket, Worker
 from django_ojs.protocol.failure import Failure
+from tests.api.gunicorn import serving
 from tests.api.test_fuzz import snapshot
-from tests.helpers import ago, history_running_since, reload
+from tests.helpers import ago, database_url, history_running_since, reload
 from tests.waiting import PATIENCE, wait_until
 
 pytestmark = pytest.mark.postgres
@@ -49,34 +55,92 @@ def discarded(queue: str, spec: Any) -> Job:
     return Job.objects.fail(job.id, Failure(type="SMTPError", message="refused"))
 
 
-READS = ["/queues", "/queues/mail", "/jobs", f"/jobs/{UNKNOWN}", "/workers", "/workers/w1", "/stats",
-         "/stats/history", "/system/maintenance", "/system/config"]
-WRITES = [("POST", "/queues/mail/pause", {}), ("POST", "/queues/mail/resume", {}),
-          ("PUT", "/queues/mail/config", {"concurrency": 1}),
-          ("DELETE", "/queues/mail/jobs", {"states": ["discarded"], "confirm": True}),
-          ("POST", "/jobs/bulk/retry", {"confirm": True}), ("POST", "/jobs/bulk/cancel", {"confirm": True}),
-          ("POST", "/jobs/bulk/delete", {"confirm": True}), ("POST", f"/jobs/{UNKNOWN}/cancel", {}),
-          ("POST", f"/jobs/{UNKNOWN}/retry", {}), ("POST", "/workers/w1/quiet", {}), ("DELETE", "/workers/w1", None),
-          ("POST", "/system/maintenance", {"enabled": True})]
+# Every admin endpoint, method and path, in an order in which each answers an admin key 2xx over the
+# store ``endpoint_store`` makes: {job} a waiting job, {failed} a discarded one. A read key, a worker's
+# and a producer's key must get 403 from each that needs more than they hold.
+ENDPOINTS: list[tuple[str, str, Any]] = [
+    ("GET", "/queues", None),
+    ("GET", "/queues/mail", None),
+    ("GET", "/jobs", None),
+    ("GET", "/jobs/{failed}", None),
+    ("GET", "/workers", None),
+    ("GET", "/workers/w1", None),
+    ("GET", "/stats", None),
+    ("GET", "/stats/history", None),
+    ("GET", "/system/maintenance", None),
+    ("GET", "/system/config", None),
+    ("POST", "/queues/mail/pause", {}),
+    ("POST", "/queues/mail/resume", {}),
+    ("PUT", "/queues/mail/config", {"concurrency": 1}),
+    ("PATCH", "/queues/mail/config", {"max_size": 10}),
+    ("POST", "/jobs/{job}/cancel", {}),
+    ("POST", "/jobs/{failed}/retry", {}),
+    ("POST", "/jobs/bulk/retry", {"filter": {"queue": "dead"}, "confirm": True}),
+    ("POST", "/jobs/bulk/cancel", {"filter": {"queue": "dead"}, "confirm": True}),
+    ("POST", "/jobs/bulk/delete", {"filter": {"queue": "dead"}, "confirm": True}),
+    ("DELETE", "/queues/mail/jobs", {"states": ["cancelled"], "confirm": True}),
+    ("POST", "/workers/w1/quiet", {}),
+    ("DELETE", "/workers/w-gone", None),
+    ("POST", "/system/maintenance", {"enabled": True}),
+]
+READ_METHODS = {"GET"}
+
+
+def endpoint_store(spec: Any) -> dict[str, str]:
+    """A waiting job in "mail", two discarded in "dead", a live worker w1 and a dead one, w-gone."""
+    job = Job.objects.push(spec(options={"queue": "mail"}))
+    failed = discarded("dead", spec)
+    discarded("dead", spec)
+    Worker.objects.register("w1")
+    Worker.objects.register("w-gone")
+    Worker.objects.filter(pk="w-gone").update(last_heartbeat_at=ago(minutes=10))
+    return {"job": str(job.id), "failed": str(failed.id)}
+
+
+def routes_served() -> set[tuple[str, str]]:
+    """(method, route) of every admin view, as ``api/admin/urls.py`` declares them."""
+    served = set()
+    for pattern in admin_urls.urlpatterns:
+        view = pattern.callback.view_class  # type: ignore[attr-defined]
+        for method in view.http_method_names:
+            if method not in ("options", "head") and hasattr(view, method):
+                served.add((method.upper(), str(pattern.pattern)))
+    return served
+
+
+def test_the_endpoint_table_names_every_admin_route_and_method():
+    """A new endpoint, or a new method of one, joins ENDPOINTS: the scope checks below then cover it."""
+    tabled = {(method, resolve(ADMIN + path.format(job=UNKNOWN, failed=UNKNOWN)).route.removeprefix("ojs/v1/admin/"))
+              for method, path, _ in ENDPOINTS}
+    assert tabled == routes_served()
+
+
+def test_every_admin_endpoint_answers_an_admin_key(wire, spec):
+    ids = endpoint_store(spec)
+    for method, path, body in ENDPOINTS:
+        status, _, answer = call(wire, method, ADMIN + path.format(**ids), body)
+        assert 200 <= status < 300, (method, path, answer)
+    assert maintenance_mode.current(fresh=True).enabled
+    assert Queue.objects.get(name="mail").max_size == 10 and not Worker.objects.filter(pk="w-gone").exists()
+    assert not Job.objects.filter(queue="dead").exists() and not Job.objects.filter(state="cancelled").exists()
 
 
 def test_every_admin_endpoint_refuses_a_key_without_its_scope_and_changes_nothing(wire, spec):
-    Job.objects.push(spec(options={"queue": "mail"}))
-    discarded("mail", spec)
-    Worker.objects.register("w1")
+    ids = endpoint_store(spec)
     worker_key, enqueue_key, read_key = issue("worker"), issue("enqueue"), issue("read")
     before = snapshot()
-    for path in READS:
-        for key in (worker_key, enqueue_key):
-            status, _, body = call(wire, "GET", ADMIN + path, key=key)
-            assert (status, body["error"]["details"]["required_scope"]) == (403, "read or admin"), path
-        assert call(wire, "GET", ADMIN + path, key=read_key)[0] in (200, 404), path
-        status, headers, _ = wire.send("GET", ADMIN + path, key=False)
-        assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="ojs"'
-    for method, path, body in WRITES:
-        for key in (read_key, worker_key):
-            status, _, answer = call(wire, method, ADMIN + path, body, key=key)
-            assert (status, answer["error"]["details"]["required_scope"]) == (403, "admin"), (method, path)
+    for method, path, body in ENDPOINTS:
+        path = ADMIN + path.format(**ids)
+        refused = (worker_key, enqueue_key) if method in READ_METHODS else (read_key, worker_key, enqueue_key)
+        needed = "read or admin" if method in READ_METHODS else "admin"
+        for key in refused:
+            status, _, answer = call(wire, method, path, body, key=key)
+            assert (status, answer["error"]["code"], answer["error"]["details"]["required_scope"]) == (
+                403, "forbidden", needed), (method, path, key)
+        if method in READ_METHODS:
+            assert call(wire, method, path, key=read_key)[0] == 200, path
+        status, headers, _ = wire.send(method, path, body, key=False)
+        assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="ojs"', (method, path)
     assert snapshot() == before and not maintenance_mode.current(fresh=True).enabled
 
 
@@ -191,3 +255,56 @@ def test_the_manifest_on_the_wire_announces_the_admin_api(wire):
     status, _, manifest = call(wire, "GET", "/ojs/manifest")
     assert status == 200 and "admin-api" in manifest["extensions"]
     assert manifest["endpoints"]["admin"] == ADMIN
+
+
+def test_the_config_on_the_wire_shows_no_secret(transactional_db, monkeypatch):
+    """A server whose database URL holds a password and whose SECRET_KEY is its own: neither, nor any API
+    key or its digest, is in what ``system/config`` answers; the database's name and host are."""
+    monkeypatch.setenv("SECRET_KEY", "django-s3cret-key-of-this-deployment-0123456789")
+    url = urlsplit(database_url())
+    with_password = url._replace(netloc=f"{url.username}:pg-s3cret-pw@{url.hostname}:{url.port}").geturl()
+    _, admin_key = ApiKey.objects.issue("config admin", ["admin"])
+    _, other_key = ApiKey.objects.issue("config producer", ["enqueue"])
+    with serving(admin_key, database=with_password) as server:
+        status, _, raw = server.send("GET", f"{ADMIN}/system/config")
+    assert status == 200
+    text = raw.decode()
+    body = json.loads(text)
+    assert body["backend"] == {"vendor": "postgresql", "name": url.path.lstrip("/"), "host": url.hostname,
+                               "port": str(url.port)}
+    secrets = ["pg-s3cret-pw", "django-s3cret-key-of-this-deployment", admin_key, other_key,
+               *ApiKey.objects.values_list("key_hash", flat=True)]
+    assert [secret for secret in secrets if secret in text] == []
+
+
+def test_a_bulk_move_on_the_wire_passes_over_a_row_another_connection_holds(wire, spec):
+    """A worker's transaction holds one job FOR UPDATE through the whole request: the move answers
+    without waiting for it, names it as busy, and moves the rest; the same request takes it once free."""
+    held, free = discarded("dead", spec), discarded("dead", spec)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.select_for_update().get(pk=held.pk)
+                locked.set()
+                release.wait(PATIENCE)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    request = {"filter": {"queue": "dead", "state": "discarded"}, "confirm": True}
+    try:
+        assert locked.wait(PATIENCE)
+        status, _, report = call(wire, "POST", f"{ADMIN}/jobs/bulk/retry", request)
+        still_held = holder.is_alive()
+    finally:
+        release.set()
+        holder.join(PATIENCE)
+    assert still_held, "the lock was let go before the move answered: it may have waited for it"
+    assert (status, report["succeeded"], report["failed"], report["skipped_by_reason"]) == (200, 1, 1, {"busy": 1})
+    assert report["errors"] == [{"job_id": str(held.id), "reason": "busy", "error": report["errors"][0]["error"]}]
+    assert reload(free).state == "available" and reload(held).state == "discarded"
+    assert call(wire, "POST", f"{ADMIN}/jobs/bulk/retry", request)[2]["succeeded"] == 1
+    assert reload(held).state == "available"

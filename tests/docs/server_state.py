@@ -14,15 +14,22 @@ worker or an operator would, and returns its id or name as a string.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+from django_ojs.core.clock import db_now
+from django_ojs.core.history import MINUTE, TRANSITIONS, minute_floor
 from django_ojs.core.progress import report_progress
-from django_ojs.models import Job
+from django_ojs.core.types import WorkerInfo
+from django_ojs.models import ApiKey, Job, StatsBucket, Worker
+from django_ojs.protocol.durations import parse_timestamp
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.progress import Report
+from tests.helpers import history_running_since
 
-__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push", "report_on_next"]
+__all__ = ["active_job", "api_key", "busy_history", "complete_next", "dead_letter_job", "discarded_job", "finished_at",
+           "push", "report_on_next", "silent_worker", "worker"]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
 WORKER = "worker-1"
@@ -70,3 +77,41 @@ def report_on_next(queue: str = "default", progress: float | None = None, data: 
     [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
     assert report_progress(claimed.id, Report(progress, data, message), attempt=claimed.attempt, worker_id=WORKER)
     return str(claimed.id)
+def api_key(*scopes: str) -> str:
+    """A new API key holding ``scopes``; its secret, for the ``Authorization`` header."""
+    return ApiKey.objects.issue("docs " + "+".join(scopes), list(scopes))[1]
+
+
+def worker(worker_id: str, *, hostname: str = "web-1", pid: int = 4242, queues: tuple[str, ...] = ("default", "email"),
+           concurrency: int = 10) -> str:
+    """A live worker, registered as a worker process registers itself; its id."""
+    info = WorkerInfo(hostname=hostname, pid=pid, queues=list(queues), concurrency=concurrency)
+    return str(Worker.objects.register(worker_id, info).id)
+
+
+def silent_worker(worker_id: str, *, minutes: int = 10, **info: Any) -> str:
+    """A worker whose last heartbeat was ``minutes`` ago, past any ``HEARTBEAT_TIMEOUT``: dead; its id."""
+    worker(worker_id, **info)
+    Worker.objects.filter(pk=worker_id).update(last_heartbeat_at=db_now() - dt.timedelta(minutes=minutes))
+    return worker_id
+
+
+def finished_at(job_id: str, when: str) -> str:
+    """Set a finished job's end back to ``when`` (RFC 3339), as if it had finished then; its id."""
+    Job.objects.filter(id=job_id).update(finished_at=parse_timestamp(when, allow_relative=False))
+    return job_id
+
+
+def busy_history(queue: str = "email", *, minutes: int = 60) -> None:
+    """A reaper running for two days that has counted the last ``minutes`` minutes of ``queue``,
+    a steady load in each (every transition a different figure); the minutes since are counted live."""
+    now = minute_floor(db_now())
+    counted_through = now - dt.timedelta(minutes=2)
+    history_running_since(now - dt.timedelta(days=2), counted_through=counted_through)
+    per_minute = {"enqueued": 18, "completed": 17, "discarded": 1, "retried": 2, "cancelled": 0}
+    assert set(per_minute) == set(TRANSITIONS)
+    StatsBucket.objects.bulk_create(
+        StatsBucket(span=MINUTE, start=counted_through - dt.timedelta(minutes=index), queue=queue,
+                    transition=transition, count=count)
+        for index in range(1, minutes + 1) for transition, count in per_minute.items() if count
+    )

@@ -67,7 +67,7 @@ class HistoryView(AdminView):
     def get(self, request: Any) -> Response:
         params = request.query_params
         now = db_now()
-        until = timestamp_param(params.get("until"), "until") or now
+        until = history.readable(timestamp_param(params.get("until"), "until") or now, "until")
         since = timestamp_param(params.get("since"), "since") or until - DEFAULT_SINCE
         queue = validate_queue_name(params["queue"], "queue") if params.get("queue") else None
         found = history.series(params.get("period") or "5m", since, until, now, queue)

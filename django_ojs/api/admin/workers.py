@@ -115,4 +115,6 @@ class WorkerQuietView(AdminView):
 
 def _refused(worker: Worker, message: str) -> Conflict:
     return Conflict(message, details={"worker_id": worker.id, "reported_state": worker.state,
-                                      "directive": worker.directive})
+                                      "directive": worker.directive},
+                    hint="details says what the worker last reported and what it was asked; "
+                         "GET /ojs/v1/admin/workers/{id} for the rest.")

@@ -9,12 +9,17 @@ read and sorted every available job: 0.9 s per FETCH at a million.)
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_ojs.models import Job
+from django_ojs.core import history
+from django_ojs.core.clock import db_now
+from django_ojs.models import Job, StatsBucket
+from tests.helpers import history_running_since
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -413,3 +418,25 @@ def test_the_dead_letter_lists_and_counts_from_its_own_index(api):
     listed = plan_of(captured(lambda: api.get("/ojs/v1/dead-letter?limit=20"), '"finished_at" DESC'))
     assert "ojs_job_dead_letter" in listed and "Seq Scan" not in listed, listed
     assert api.get("/ojs/v1/dead-letter/stats").json()["total"] == 300
+def test_one_queues_history_reads_its_own_buckets_through_their_index():
+    """30 days of hours and two days of minutes for 20 queues: a read for one queue takes its own
+    buckets by ``ojs_stats_bucket_queue``, not every queue's over the range."""
+    now = db_now()
+    history_running_since(now - dt.timedelta(days=31))
+    queues = [f"queue-{index:02}" for index in range(20)]
+    with connection.cursor() as cursor:
+        for span, step, count in (("hour", "1 hour", 30 * 24), ("minute", "1 minute", 2 * 24 * 60)):
+            cursor.execute(
+                f"""INSERT INTO {StatsBucket._meta.db_table} (span, start, queue, transition, count)
+                    SELECT %s, date_trunc('hour', now()) - g * %s::interval, q, t, 1
+                    FROM generate_series(1, %s) g, unnest(%s::text[]) q,
+                         unnest(array['enqueued', 'completed', 'discarded']) t""",
+                [span, step, count, queues],
+            )
+        cursor.execute(f"ANALYZE {StatsBucket._meta.db_table}")
+    for period, days in (("1h", 30), ("1m", 1)):
+        since = now - dt.timedelta(days=days)
+        statement = captured(lambda period=period, since=since: history.series(period, since, now, now, "queue-07"),
+                             'FROM "django_ojs_statsbucket"')
+        plan = plan_of(statement)
+        assert "ojs_stats_bucket_queue" in plan and "Seq Scan" not in plan, (period, plan)
