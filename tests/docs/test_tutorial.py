@@ -195,12 +195,28 @@ def test_the_tutorials_run_as_written(tmp_path):
     try:
         first = workspace.follow(TUTORIALS[0])
         second = workspace.follow(TUTORIALS[1])
+        # The reader's last ask was enqueued a moment ago; a reader would let the worker
+        # take it before pressing Ctrl+C, so the test waits for that too, not a fixed time.
+        wait_until_every_job_finished(tmp_path / "db.sqlite3", time.monotonic() + 120)
     finally:
         problems = workspace.stop_all()
     assert not problems, "\n".join(problems)
     assert first.count("run") >= 4 and first.count("background") >= 2 and first.count("file") >= 3
     assert second.count("run") >= 4 and second.count("output") >= 2 and second.count("background") >= 1
     the_second_tutorial_happened(tmp_path / "db.sqlite3")
+
+
+def wait_until_every_job_finished(database: Path, deadline: float) -> None:
+    unfinished: list[tuple[str, str]] = []
+    while time.monotonic() < deadline:
+        with sqlite3.connect(database) as db:
+            unfinished = db.execute(
+                "SELECT type, state FROM django_ojs_job WHERE state NOT IN ('completed', 'discarded', 'cancelled')"
+            ).fetchall()
+        if not unfinished:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"jobs still unfinished when the tutorial's worker would stop: {unfinished}")
 
 
 def the_second_tutorial_happened(database: Path) -> None:
