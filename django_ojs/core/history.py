@@ -276,7 +276,7 @@ def series(period: str, since: dt.datetime, until: dt.datetime, now: dt.datetime
     # Decided once per slot and per transition, not per figure: a day of minutes is 1,441 slots.
     known = [slot + length > known_from and slot < known_until for slot in slots]
     kept = {transition: ojs_settings.EVENTS or transition not in FROM_EVENTS for transition in TRANSITIONS}
-    values = {
+    values: dict[str, list[int | None]] = {
         transition: [sums.get((index, transition), 0) if is_known else None for index, is_known in enumerate(known)]
         if kept[transition] else [None] * len(slots)
         for transition in TRANSITIONS
