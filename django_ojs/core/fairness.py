@@ -81,9 +81,13 @@ def candidates(queue: str, available: QuerySet[Job], wanted: int) -> list[Job]:
     while order and wanted > 0:
         full = []
         for key, share in fairness.round_robin(order, wanted):
+            # A range of one value, not "= key", and the index's own order: the planner then finds no
+            # cheaper way than ojs_job_fair, even with statistics that call the value common (with "=",
+            # it walked ojs_job_available filtering on the value, past every other value's jobs).
             rows = list(
-                available.filter(fair_key=key).exclude(seq__in=[job.seq for job in taken.get(key, [])])
-                .order_by("-priority", "seq")[:share]
+                available.filter(fair_key__gte=key, fair_key__lte=key)
+                .exclude(seq__in=[job.seq for job in taken.get(key, [])])
+                .order_by("fair_key", "-priority", "seq")[:share]
             )
             taken.setdefault(key, []).extend(rows)
             wanted -= len(rows)
