@@ -97,7 +97,7 @@ def test_opt_in_claim_cost_on_a_hundred_thousand_waiting_jobs():
             )
     figures = {name: round(statistics.median(values)) for name, values in runs.items()}
     print(f"\nunfair queue, 100,000 waiting, FETCH 10, p50 µs: {figures}")
-    for tenants, expression in ((2, TWO_TENANTS), (1000, "'t' || (g % 1000)")):
+    for tenants, expression in ((2, TWO_TENANTS), (1000, "'t' || (g %% 1000)")):
         fill("available", 100_000, queue=f"fair{tenants}", fair_key=expression)
         make_fair(f"fair{tenants}")
         claim_micros(f"fair{tenants}", 20)
