@@ -104,6 +104,10 @@ def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, ad
     age = rows["mail"]["oldest_available_age_seconds"]
     assert 115 <= age <= 300
 
+    cli = {queue["name"]: queue for queue in ojs_json("queues")}
+    assert (cli["mail"]["estimated_drain_seconds"], cli["sms"]["estimated_drain_seconds"]) == (600, None)
+    assert abs(cli["mail"]["oldest_available_age_seconds"] - age) < 60
+
     page = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
     # The page lists queues by name: mail, then sms.
     cells = dict(zip(["mail", "sms"], re.findall(r'<td class="field-drain_time">(.*?)</td>', page), strict=True))
