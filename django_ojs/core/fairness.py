@@ -76,11 +76,12 @@ def turn_order(queue: str, keys: list[str]) -> list[str]:
 def candidates(queue: str, available: QuerySet[Job], wanted: int) -> list[Job]:
     """Up to ``wanted`` jobs of ``available`` (the queue's claimable rows, already narrowed), locked,
     shared round-robin across the values waiting; in turn order, one job of each value a round."""
-    order = turn_order(queue, waiting_keys(queue))
+    pending = turn_order(queue, waiting_keys(queue))
     taken: dict[str, list[Job]] = {}
-    while order and wanted > 0:
+    while pending and wanted > 0:
+        shares = fairness.round_robin(pending, wanted)
         full = []
-        for key, share in fairness.round_robin(order, wanted):
+        for key, share in shares:
             # A range of one value, not "= key", and the index's own order: the planner then finds no
             # cheaper way than ojs_job_fair, even with statistics that call the value common (with "=",
             # it walked ojs_job_available filtering on the value, past every other value's jobs).
@@ -93,9 +94,11 @@ def candidates(queue: str, available: QuerySet[Job], wanted: int) -> list[Job]:
             wanted -= len(rows)
             if len(rows) == share:
                 full.append(key)
-        # A value that could not fill its share has nothing more to give this claim; the rest
-        # go on round the others where the rotation stopped: fewest taken first.
-        order = sorted(full, key=lambda key: len(taken[key])) if wanted > 0 else []
+        # A value that could not fill its share has nothing more to give this claim (none left, or
+        # none of the worker's types, or all locked); the values not reached yet, then the others,
+        # go on round where the rotation stopped: fewest taken first.
+        unreached = pending[len(shares):]
+        pending = sorted(full + unreached, key=lambda key: len(taken.get(key, [])))
     rounds = max((len(rows) for rows in taken.values()), default=0)
     return [rows[i] for i in range(rounds) for rows in taken.values() if i < len(rows)]
 

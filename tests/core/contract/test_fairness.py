@@ -103,6 +103,15 @@ def test_a_job_pushed_without_its_key_is_mended_by_the_next_claim(push):
     assert "late" in tenants_of(Job.objects.fetch(["shared"], count=2))
 
 
+def test_a_worker_naming_its_types_reaches_past_values_with_none_of_them(push):
+    fair()
+    for tenant in ("a", "b", "c"):
+        push(type="report.other", meta={"tenant": tenant}, options={"queue": "shared"})
+    push(type="report.mine", meta={"tenant": "d"}, options={"queue": "shared"})
+    # a, b and c come first in turn order, but hold nothing this worker can run.
+    assert tenants_of(Job.objects.fetch(["shared"], count=2, types=["report.mine"])) == ["d"]
+
+
 def test_an_unfair_queue_keeps_one_line(push):
     push_for(push, "big", 3)
     push_for(push, "small", 1)
