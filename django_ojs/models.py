@@ -274,6 +274,9 @@ class Job(models.Model):
     # The job's own rate limit (ojs-rate-limiting §6) and its key.
     rate_limit = models.JSONField(null=True, blank=True)
     rate_key = models.CharField(max_length=255, null=True, blank=True)
+    # Its value of the queue's fairness key (protocol/fairness.py), read at PUSH;
+    # NULL while the queue has none, so unfair queues keep it out of every index.
+    fair_key = models.CharField(max_length=255, null=True, blank=True)
     timeout = models.DurationField(null=True, blank=True, help_text="Execution timeout; empty = none.")
     visibility_timeout = models.DurationField()
     tags = models.JSONField(default=list, blank=True)
@@ -325,6 +328,14 @@ class Job(models.Model):
                 fields=["queue", "-priority", "seq"],
                 name="ojs_job_available",
                 condition=Q(state=JobState.AVAILABLE.value),
+            ),
+            # FETCH of a fair queue: the tenants waiting (a skip scan of the
+            # keys), then each tenant's next job. Only keyed jobs: an unfair
+            # queue's claim cannot choose this index, nor its PUSH pay for it.
+            models.Index(
+                fields=["queue", "fair_key", "-priority", "seq"],
+                name="ojs_job_fair",
+                condition=Q(state=JobState.AVAILABLE.value, fair_key__isnull=False),
             ),
             # Reaper: scheduled and retryable jobs that came due.
             models.Index(
@@ -516,12 +527,34 @@ class Queue(models.Model):
     throttle = models.JSONField(null=True, blank=True, help_text='{"limit": n, "period": "PT1S"}')
     max_size = models.PositiveIntegerField(null=True, blank=True, help_text="Most non-terminal jobs")
     overflow_policy = models.CharField(max_length=16, default="reject")
+    # Fairness (protocol/fairness.py): the path of the key FETCH takes turns across; NULL: none.
+    fairness_key = models.CharField(max_length=128, null=True, blank=True)
     updated_at = models.DateTimeField(null=True, blank=True)
 
     objects = QueueManager()
 
     def __str__(self) -> str:
         return self.name
+
+
+class FairTurn(models.Model):
+    """When a fair queue last claimed a job of one value of its fairness key: FETCH serves
+    the value whose last claim is oldest first (a value never claimed has no row and comes
+    before all). Written by fair claims only, at the end of their transaction, in key order."""
+
+    queue = models.CharField(max_length=128)
+    fair_key = models.CharField(max_length=255)
+    # The queue's claims numbered in order, one more than the queue's highest so far:
+    # the order of last claims even within one transaction, whose clock stands still.
+    turn = models.BigIntegerField()
+    last_claimed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "fair_key"], name="ojs_fair_turn_key")]
+        indexes = [models.Index(fields=["queue", "-turn"], name="ojs_fair_turn_last")]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.fair_key}"
 
 
 class RateLimitStart(models.Model):

@@ -186,12 +186,15 @@ def is_postgres() -> bool:
 
 @pytest.fixture(autouse=True)
 def _forget_known_queues():
-    """The core remembers which queue rows it committed; each test starts with a fresh database."""
+    """The core remembers which queue rows it committed, and caches their settings; each test
+    starts with a fresh database (a queue made fair by one test is not fair in the next)."""
     from django_ojs.core import queue_settings
 
     queue_settings.known_queues.clear()
+    queue_settings.forget()
     yield
     queue_settings.known_queues.clear()
+    queue_settings.forget()
 
 
 @pytest.fixture(autouse=True)

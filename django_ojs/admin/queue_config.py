@@ -1,4 +1,4 @@
-"""The queue page's configuration form: limits (key ``queue:<name>``) and the bound.
+"""The queue page's configuration form: limits (key ``queue:<name>``), the bound and the fairness key.
 
 Saved through the core (``core.queue_config.update``), which validates as
 the API does (``PUT /ojs/v1/queues/<name>/config``); workers and producers
@@ -29,6 +29,11 @@ class QueueConfigForm(forms.Form):
         choices=[("reject", "reject: PUSH answers 429 queue_full"), ("drop_oldest", "drop_oldest: discard the oldest waiting job")],
         initial="reject",
     )
+    fairness_key = forms.CharField(
+        required=False, max_length=128,
+        help_text="Take turns across this key's values: meta.<name> (e.g. meta.tenant) or args.<index>[.<name>]. "
+                  "Empty: one line, by priority then enqueue order.",
+    )
 
     @classmethod
     def for_queue(cls, queue: Queue, data: Any = None) -> QueueConfigForm:
@@ -40,6 +45,7 @@ class QueueConfigForm(forms.Form):
             "throttle_period": (queue.throttle or {}).get("period", "PT1S"),
             "max_size": queue.max_size,
             "overflow_policy": queue.overflow_policy,
+            "fairness_key": queue.fairness_key,
         }
         return cls(data, initial=initial)
 
@@ -56,6 +62,7 @@ class QueueConfigForm(forms.Form):
             "throttle": window(data["throttle"], data["throttle_period"]),
             "max_size": data["max_size"],
             "overflow_policy": data["overflow_policy"],
+            "fairness_key": data["fairness_key"] or None,
         }
         try:
             changes = queue_config.parse_config(body, name)

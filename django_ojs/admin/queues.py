@@ -1,4 +1,5 @@
-"""Queues: counts by state, throughput, the oldest waiting job, limits and bound; pause/resume, configure.
+"""Queues: counts by state, throughput, the oldest waiting job, the time to drain, limits, bound and
+fairness; pause/resume, configure.
 
 Each count links to the Jobs list filtered by that queue and state. The
 figures for all queues on the page come from one bounded statement plus the
@@ -7,6 +8,7 @@ throughput queries (``stats``), attached to the rows once per page view.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django import forms
@@ -55,7 +57,7 @@ class QueueAdmin(ConsoleAdmin):
     # (filter by queue and state).
     list_display = (
         "queue_name", "available", "active", "scheduled", "retryable", "discarded",
-        "completed_rate", "failed_rate", "oldest_waiting", "limits",
+        "completed_rate", "failed_rate", "oldest_waiting", "drain_time", "limits",
     )
     list_display_links = None
     list_title = "Queues"
@@ -157,6 +159,17 @@ class QueueAdmin(ConsoleAdmin):
         waited = human_duration(queue.now - at)
         return waited if queue.figures.oldest_exact else f"≥ {waited}"
 
+    @admin.display(description="drains in")
+    def drain_time(self, queue: Queue) -> SafeString | str:
+        # The API's estimated_drain_seconds and the metric ojs_queue_drain_seconds.
+        seconds = queue.figures.estimated_drain_seconds
+        if seconds is None:
+            return format_html('<span title="{}">{}</span>', "jobs wait and none finished in the last "
+                               f"{_WINDOW_MINUTES} minutes: no rate to estimate from", "no rate")
+        if seconds == 0:
+            return EMPTY
+        return human_duration(dt.timedelta(seconds=seconds))
+
     @admin.display(description="limits and bound")
     def limits(self, queue: Queue) -> SafeString:
         url = reverse("admin:django_ojs_queue_configure", args=[queue.name])
@@ -168,6 +181,8 @@ class QueueAdmin(ConsoleAdmin):
                 parts.append(f"{label} {window['limit']} per {window['period']}")
         if queue.max_size is not None:
             parts.append(f"max size {self.bound(queue)}")
+        if queue.fairness_key is not None:
+            parts.append(f"fair by {queue.fairness_key}")
         return format_html('<a href="{}" title="configure">{}</a>', url, "; ".join(parts) or "none")
 
     @admin.display(description="max size")

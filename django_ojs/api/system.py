@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import maintenance_mode
+from ..core.stats import THROUGHPUT_WINDOW
 from ..core.testing import reset_store
 from ..models import Event
 from ..protocol.durations import format_timestamp
@@ -88,6 +89,8 @@ def conformance_level() -> int:
 # worker registration. Named as the binding's manifest names them (§21.2: a list of names).
 EXTENSIONS = ("admin-api", "dead-letter", "graceful-shutdown", "progress", "queue-config", "rate-limiting",
               "timeouts")
+# Our own, beyond the official ones: each described under capabilities and on the docs site.
+OWN_EXTENSIONS = ("fair-queues", "worker-registration")
 ADMIN_BASE = "/ojs/v1/admin"
 ADMIN_API_VERSION = "1.0.0-rc.1"
 # The sections of ojs-admin-api served under ADMIN_BASE (§11, the dead letter, is not yet).
@@ -96,7 +99,27 @@ ADMIN_SECTIONS = ["queues", "jobs", "bulk", "workers", "stats", "stats_history",
 
 def extensions_served() -> list[str]:
     observability = ["observability"] if ojs_settings.METRICS or ojs_settings.TRACING else []
-    return sorted([*EXTENSIONS, *observability, "worker-registration"])
+    return sorted([*EXTENSIONS, *observability, *OWN_EXTENSIONS])
+
+
+def fair_queue_features() -> dict[str, Any]:
+    """The fair queues extension (docs/how-to/fair-queues.md): where a queue names its key, the
+    paths a key may take, the order FETCH serves in."""
+    return {
+        "config_field": "fairness_key",
+        "paths": ["meta.<name>", "args.<index>", "args.<index>.<name>"],
+        "across_values": "round_robin, the value whose last claim is oldest first",
+        "within_value": "priority, then enqueue order",
+    }
+
+
+def autoscaling_signals() -> dict[str, Any]:
+    """Per queue, what an autoscaler reads: the metrics and the admin API's queue fields."""
+    return {
+        "metrics": ["ojs_queue_oldest_available_age_seconds", "ojs_queue_drain_seconds"],
+        "admin_queue_fields": ["oldest_available_age_seconds", "estimated_drain_seconds"],
+        "drain_rate_window_seconds": int(THROUGHPUT_WINDOW.total_seconds()),
+    }
 
 
 def progress_features() -> dict[str, Any]:
@@ -165,6 +188,8 @@ class ManifestView(OJSView):
                     "workflow_max_nesting_depth": MAX_DEPTH,
                     "admin_api": {"base_url": ADMIN_BASE, "version": ADMIN_API_VERSION, "sections": ADMIN_SECTIONS},
                     "progress": progress_features(),
+                    "fair_queues": fair_queue_features(),
+                    "autoscaling_signals": autoscaling_signals(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

@@ -16,6 +16,7 @@ from ..core import coverage, workers
 from ..core.clock import db_now
 from ..core.dead_letter import describe, keeping
 from ..core.selection import JobFilter, job_uuid
+from ..core.stats import queue_figures
 from ..models import Job, Queue, Worker
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
@@ -60,7 +61,8 @@ def kept_line(rendered: dict[str, Any]) -> str:
 
 
 def list_queues() -> list[dict[str, Any]]:
-    """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state.
+    """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state, its
+    oldest wait and estimated time to drain.
 
     Counts cover unfinished jobs and discarded ones, dead letters and plain
     discards alike (the partial indexes hold them); completed and cancelled
@@ -78,8 +80,11 @@ def list_queues() -> list[dict[str, Any]]:
         unrunnable.setdefault(item.queue, []).append(
             {"type": item.type, "count": item.count, "oldest_at": format_timestamp(item.oldest_at)}
         )
+    names = sorted(set(counts) | set(settings))
+    # The autoscaling signals as the admin API and the metrics say them (core/stats.py).
+    figures = queue_figures(names, db_now())
     out = []
-    for name in sorted(set(counts) | set(settings)):
+    for name in names:
         queue = settings.get(name)
         out.append(
             {
@@ -89,6 +94,8 @@ def list_queues() -> list[dict[str, Any]]:
                 "counts": {state: counts.get(name, {}).get(state, 0) for state in counted},
                 # Available jobs no running worker of the queue has a handler for (core/coverage.py).
                 "unrunnable": unrunnable.get(name, []),
+                "oldest_available_age_seconds": figures[name].oldest_available_age_seconds,
+                "estimated_drain_seconds": figures[name].estimated_drain_seconds,
             }
         )
     return out

@@ -18,7 +18,12 @@ no handler of it can run is never claimed by it and waits, ``available`` at
 attempt 0, for a worker that can (an HTTP worker names no types: any job of
 its queues).
 
-The PostgreSQL engine claims a queue without a rate or concurrency limit in
+A fair queue (its configuration names a ``fairness_key``) is claimed
+round-robin across the key's values, in steps on every engine
+(``core/fairness.py``); the values served are written last, after every
+queue of the claim.
+
+The PostgreSQL engine claims a queue without a rate or concurrency limit, and not fair, in
 one statement (``Engine.claim_queue``: hold, lock, activate, record); the
 stepwise claim below (``claim_from``) takes over when that statement finds
 a dead claimant, a rate-keyed or an expired candidate.
@@ -35,11 +40,12 @@ from django.db.models.expressions import RawSQL
 
 from ..models import Job, Queue
 from ..protocol.states import JobState, Move, target
-from . import events, limits, maintenance_mode
+from . import events, fairness, limits, maintenance_mode
 from .claimant import hold_claimant
 from .clock import TxNow
 from .engine import current as current_engine
 from .pg.claim import of_types_filter
+from .queue_settings import settings_of
 from .settle import expire_rows
 from .types import LimitReport
 
@@ -91,6 +97,7 @@ def claim(
     claimed: list[Job] = []
     pending = list(dict.fromkeys(queues))
     narrowed = False
+    turns = fairness.Turns()
     while pending and len(claimed) < count:
         queue, wanted = pending.pop(0), count - len(claimed)
         outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=hold, types=types)
@@ -101,17 +108,18 @@ def claim(
         if outcome is None:
             if hold:
                 hold_claimant(worker_id)
-            claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report, types))
+            claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report, types, turns))
         else:
             claimed.extend(outcome.jobs)
             if not outcome.plain:
-                claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report, types))
+                claimed.extend(claim_from(queue, wanted, worker_id, visibility_timeout, limit_report, types, turns))
         hold = False
         if len(claimed) < count and pending and not narrowed:
             pending = engine.queues_with_work(pending, types)
             narrowed = True
     if hold:
         hold_claimant(worker_id)  # no queue to claim from: revived all the same
+    turns.write()
     return claimed
 
 
@@ -122,8 +130,14 @@ def claim_from(
     visibility_timeout: dt.timedelta | None,
     limit_report: LimitReport | None = None,
     types: Sequence[str] | None = None,
+    turns: fairness.Turns | None = None,
 ) -> list[Job]:
-    """The stepwise claim of one queue: lock candidates, expire, admit under limits, activate."""
+    """The stepwise claim of one queue: lock candidates (round-robin across a fair queue's values),
+    expire, admit under limits, activate; ``turns`` gathers the values served (written here when None)."""
+    configured = settings_of(queue)
+    fair_path = configured.fairness_key
+    if fair_path is not None:
+        fairness.mend(queue, fair_path, configured.changed_at)
     # Uncorrelated on purpose: PostgreSQL checks it once (a one-time
     # filter) and keeps the index scan. Correlated on job.queue, it
     # became an anti-join that read and sorted the whole backlog.
@@ -133,15 +147,14 @@ def claim_from(
         available = of_types(available, types)
     claimed: list[Job] = []
     held = limits.Held()
+    own_turns = turns is None
+    turns = fairness.Turns() if turns is None else turns
     while len(claimed) < count:
-        rows = list(
-            held.exclude(
-                available.select_for_update(skip_locked=True)
-                .exclude(paused)
-            )
-            .annotate(db_now=TxNow())
-            .order_by("-priority", "seq")[: count - len(claimed)]
-        )
+        claimable = held.exclude(available.select_for_update(skip_locked=True).exclude(paused)).annotate(db_now=TxNow())
+        if fair_path is None:
+            rows = list(claimable.order_by("-priority", "seq")[: count - len(claimed)])
+        else:
+            rows = fairness.candidates(queue, claimable, count - len(claimed))
         if not rows:
             break
         now = rows[0].db_now
@@ -153,8 +166,11 @@ def claim_from(
         admission = limits.admit(queue, fresh, now, limit_report)
         mark_claimed(admission.admitted, now, worker_id, visibility_timeout)
         claimed.extend(admission.admitted)
+        turns.add(admission.admitted, now)
         if not expired and not held.add(admission):
             break
+    if own_turns:
+        turns.write()
     return claimed
 
 

@@ -19,14 +19,16 @@ from typing import Any
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
+from ..protocol import fairness
 from ..protocol.envelope import JobSpec
 from ..protocol.retry import RetryPolicy
+from .queue_settings import settings_of
 
 # The attnames spec_columns sets, always all of them.
 SPEC_COLUMNS = (
     "id", "type", "queue", "args", "meta", "priority", "max_attempts", "retry", "timeout",
     "visibility_timeout", "tags", "schema", "extra", "given_times", "cron_name", "expires_at",
-    "rate_limit", "rate_key",
+    "rate_limit", "rate_key", "fair_key",
 )
 
 
@@ -68,7 +70,14 @@ def spec_columns(spec: JobSpec, defaults: Defaults, expires_at: dt.datetime | No
         "expires_at": expires_at,
         "rate_limit": None if limit is None else limit.to_dict(),
         "rate_key": None if limit is None else limit.key,
+        "fair_key": fair_key(spec),
     }
+
+
+def fair_key(spec: JobSpec) -> str | None:
+    """The job's value of its queue's fairness key, or None when the queue is not fair (the cached setting)."""
+    path = settings_of(spec.queue).fairness_key
+    return None if path is None else fairness.key_of(path, spec.args, spec.meta)
 
 
 def new_ids(count: int) -> list[uuid.UUID]:

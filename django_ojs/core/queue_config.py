@@ -13,14 +13,16 @@ from typing import Any
 from django.db import transaction
 
 from ..models import Queue
+from ..protocol import fairness
 from ..protocol.errors import InvalidRequest
 from ..protocol.ratelimit import parse_limit_fields, parse_window
 from . import events
 from .clock import db_now
+from .fairness import rekey
 from .queue_settings import forget
 
 OVERFLOW_POLICIES = ("reject", "drop_oldest")
-CONFIG_FIELDS = ("concurrency", "rate_limit", "throttle", "max_size", "overflow_policy")
+CONFIG_FIELDS = ("concurrency", "rate_limit", "throttle", "max_size", "overflow_policy", "fairness_key")
 
 
 def parse_config(body: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -51,6 +53,8 @@ def parse_config(body: Mapping[str, Any], name: str) -> dict[str, Any]:
                 field="overflow_policy",
             )
         changes["overflow_policy"] = body["overflow_policy"]
+    if "fairness_key" in body:
+        changes["fairness_key"] = fairness.parse_path(body["fairness_key"])
     return changes
 
 
@@ -61,6 +65,7 @@ def render_config(queue: Queue) -> dict[str, Any]:
         "throttle": queue.throttle,
         "max_size": queue.max_size,
         "overflow_policy": queue.overflow_policy,
+        "fairness_key": queue.fairness_key,
     }
 
 
@@ -69,6 +74,9 @@ def update(name: str, changes: Mapping[str, Any]) -> Queue:
     with transaction.atomic():
         now = db_now()
         queue, _ = Queue.objects.select_for_update().get_or_create(name=name)
+        if "fairness_key" in changes and changes["fairness_key"] != queue.fairness_key:
+            # The values FETCH takes turns across are read at PUSH: the waiting jobs get the new key's.
+            rekey(name, changes["fairness_key"])
         for field, value in changes.items():
             setattr(queue, field, value)
         queue.updated_at = now

@@ -12,6 +12,7 @@ decides whether to check.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +30,11 @@ class QueueSettings:
     limit: Limit | None  # None: no queue-level limit
     max_size: int | None
     overflow_policy: str
+    # The path FETCH takes turns across (protocol/fairness.py); None: the queue is not fair.
+    fairness_key: str | None = None
+    # When the queue's configuration last changed (None: never): FETCH of a fair queue mends
+    # the keys of jobs pushed by processes that had not yet seen the change (core/fairness.py).
+    changed_at: dt.datetime | None = None
 
 
 _UNCONFIGURED = QueueSettings(None, None, "reject")
@@ -88,4 +94,4 @@ def _load(name: str) -> QueueSettings:
     limit = with_override(queue_key(name), limit)
     if queue is None:
         return QueueSettings(limit, None, "reject") if limit else _UNCONFIGURED
-    return QueueSettings(limit, queue.max_size, queue.overflow_policy)
+    return QueueSettings(limit, queue.max_size, queue.overflow_policy, queue.fairness_key, queue.updated_at)

@@ -46,6 +46,26 @@ class QueueFigures:
     # backlog fits in QUEUE_HEAD_ROWS, else the oldest among the head.
     oldest_available_at: dt.datetime | None = None
     oldest_exact: bool = True
+    # Seconds the oldest available job has waited (0 when none waits), as of the figures' clock.
+    oldest_available_age_seconds: float = 0.0
+
+    @property
+    def estimated_drain_seconds(self) -> float | None:
+        """How long the available jobs take to finish at the recent rate (``drain_seconds``)."""
+        waiting = self.counts.get(JobState.AVAILABLE.value)
+        return drain_seconds(waiting.value if waiting else 0, self.completed_per_minute + self.failed_per_minute)
+
+
+def drain_seconds(available: int, finished_per_minute: float) -> float | None:
+    """``available`` jobs at ``finished_per_minute`` (jobs completed or discarded per minute over
+    ``THROUGHPUT_WINDOW``): seconds to drain, rounded to the second; 0 when none waits; None when
+    jobs wait and none finished in the window -- no rate to estimate from (a queue without
+    workers, or just started), never a made-up figure."""
+    if available <= 0:
+        return 0.0
+    if finished_per_minute <= 0:
+        return None
+    return float(round(available / finished_per_minute * 60))
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,7 @@ def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]
         figures[name].counts[state] = tally
     for name, at in oldest.items():
         figures[name].oldest_available_at = at
+        figures[name].oldest_available_age_seconds = oldest_age_seconds(at, now)
         available = figures[name].counts[JobState.AVAILABLE.value]
         figures[name].oldest_exact = available.exact and available.value <= QUEUE_HEAD_ROWS
     rates = throughput(now)
@@ -76,6 +97,11 @@ def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]
         figures[name].completed_per_minute = per_state.get(JobState.COMPLETED.value, 0) / minutes
         figures[name].failed_per_minute = per_state.get(JobState.DISCARDED.value, 0) / minutes
     return figures
+
+
+def oldest_age_seconds(at: dt.datetime | None, now: dt.datetime) -> float:
+    """Seconds since ``at`` (the oldest available job's enqueue), to the millisecond; 0 when none waits."""
+    return round(max((now - at).total_seconds(), 0.0), 3) if at else 0.0
 
 
 def queue_depths(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[str, dt.datetime | None]]:

@@ -13,8 +13,9 @@ Two kinds, two sources:
   ``ojs_job_queue_time_seconds`` are observed by the Python worker around
   each execution.
 - **Gauges** about the whole store (``ojs_queue_depth``, the oldest available
-  job's age, workers by state, busy jobs) are read at scrape time with the
-  admin's bounded counts: exact up to 1,000 per queue and state, the
+  job's age, the estimated time to drain a queue -- the signals to autoscale
+  workers on --, workers by state, busy jobs) are read at scrape time with the
+  admin's bounded counts and throughput: exact up to 1,000 per queue and state, the
   planner's estimate past that, never a full scan. ``ojs_dead_letter_jobs``
   counts the dead letter by queue, the same jobs as ``GET /ojs/v1/dead-letter/stats``
   (``core.stats.dead_letter_stats``: bounded by ``RETENTION["dead_letter_max_count"]``);
@@ -39,7 +40,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from ..core import coverage
 from ..core.clock import db_now
-from ..core.stats import dead_letter_stats, queue_depths
+from ..core.stats import dead_letter_stats, queue_figures
 from ..core.workers import DEAD, SHOWN_STATES, shown_state
 from ..models import Queue, Worker
 from ..protocol.states import JobState
@@ -193,7 +194,8 @@ class StoreCollector:
     def collect(self) -> Any:
         now = db_now()
         names = list(Queue.objects.order_by("name").values_list("name", flat=True)[:MAX_QUEUES])
-        counts, oldest = queue_depths(names)
+        figures = queue_figures(names, now)
+        counts = {(queue, state): tally for queue in names for state, tally in figures[queue].counts.items()}
         depth = GaugeMetricFamily("ojs_queue_depth", "Jobs per queue and state (estimated past 1,000).",
                                   labels=["queue", "state"])
         busy = GaugeMetricFamily("ojs_workers_busy", "Jobs executing now, per queue.", labels=["queue"])
@@ -203,9 +205,17 @@ class StoreCollector:
                 busy.add_metric([queue], tally.value)
         age = GaugeMetricFamily("ojs_queue_oldest_available_age_seconds",
                                 "Age of the oldest available job per queue (0 when none waits).", labels=["queue"])
+        drain = GaugeMetricFamily(
+            "ojs_queue_drain_seconds",
+            "Estimated seconds to finish the available jobs per queue at the last 5 minutes' rate of jobs "
+            "finished (0 when none waits; no sample while jobs wait and none finished).",
+            labels=["queue"],
+        )
         for queue in names:
-            at = oldest.get(queue)
-            age.add_metric([queue], max((now - at).total_seconds(), 0.0) if at else 0.0)
+            age.add_metric([queue], figures[queue].oldest_available_age_seconds)
+            seconds = figures[queue].estimated_drain_seconds
+            if seconds is not None:
+                drain.add_metric([queue], seconds)
         workers = GaugeMetricFamily(
             "ojs_workers", "Registered workers by state: running, quiet, draining, dead (as the admin says).",
             labels=["state"],
@@ -230,7 +240,7 @@ class StoreCollector:
         )
         for queue, count in sorted(dead_letter_stats()["by_queue"].items()):
             dead_letter.add_metric([queue], count)
-        yield from (depth, busy, age, workers, active, unrunnable, dead_letter)
+        yield from (depth, busy, age, drain, workers, active, unrunnable, dead_letter)
 
 
 def exposition() -> bytes:

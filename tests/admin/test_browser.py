@@ -331,13 +331,18 @@ def test_configure_a_queue_and_see_its_limits(page, live_server):
     page.fill("#id_rate_limit", "120")
     page.fill("#id_rate_period", "PT1M")
     page.fill("#id_max_size", "5000")
+    page.fill("#id_fairness_key", "meta.tenant")
     screenshot(page, "22-queue-configure")
     page.click('input[name="_save"]')
     expect(page.locator("ul.messagelist")).to_contain_text("Configure billing: done.")
     expect(row_of(page, "billing")).to_contain_text("0 / 4 active; rate 120 per PT1M")
     expect(row_of(page, "billing")).to_contain_text("5,000 (reject)")
+    expect(row_of(page, "billing")).to_contain_text("fair by meta.tenant")
+    # Waiting, nothing finished yet: no rate to estimate the time to drain from.
+    expect(row_of(page, "billing").locator("td.field-drain_time")).to_have_text("no rate")
     queue = Queue.objects.get(pk="billing")
     assert (queue.concurrency, queue.rate_limit, queue.max_size) == (4, {"limit": 120, "period": "PT1M"}, 5000)
+    assert queue.fairness_key == "meta.tenant"
     assert len(Job.objects.fetch(["billing"], count=10)) == 1
     screenshot(page, "23-queue-limits")
 

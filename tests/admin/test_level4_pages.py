@@ -86,6 +86,22 @@ def test_the_queue_page_configures_limits_and_bound(admin_client, push):
     assert Queue.objects.get(name="mail").concurrency == 5  # unchanged
 
 
+def test_the_queue_page_makes_a_queue_fair_and_refuses_a_key_that_is_no_path(admin_client, push):
+    push(meta={"tenant": "acme"}, options={"queue": "mail"})
+    url = reverse("admin:django_ojs_queue_configure", args=["mail"])
+    form = {"concurrency": "", "rate_limit": "", "rate_period": "PT1M", "throttle": "", "throttle_period": "PT1S",
+            "max_size": "", "overflow_policy": "reject"}
+    saved = admin_client.post(url, {**form, "fairness_key": "meta.tenant"}, follow=True)
+    assert messages_of(saved) == ["Configure mail: done."]
+    assert Queue.objects.get(name="mail").fairness_key == "meta.tenant"
+    assert Job.objects.get(queue="mail").fair_key == "acme"  # the waiting job takes its turn by its value
+    assert "fair by meta.tenant" in admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
+
+    refused = admin_client.post(url, {**form, "fairness_key": "tenant"})
+    assert refused.status_code == 200 and "fairness_key must be null, meta.&lt;name&gt;" in refused.content.decode()
+    assert Queue.objects.get(name="mail").fairness_key == "meta.tenant"  # unchanged
+
+
 def test_a_viewer_cannot_change_a_queues_configuration(client, push):
     client.force_login(staff_with(["view_queue"], "viewer"))
     push(options={"queue": "mail"})

@@ -134,12 +134,35 @@ def test_config_is_the_store_the_admins_queue_page_edits_both_ways(api, push, ad
     assert saved.status_code == 302
     configuration = api.get(f"{ADMIN}/queues/mail").json()["configuration"]
     assert configuration == {"concurrency": 7, "rate_limit": None, "throttle": {"limit": 5, "period": "PT1S"},
-                             "max_size": None, "overflow_policy": "reject", "retention": configuration["retention"]}
+                             "max_size": None, "overflow_policy": "reject", "fairness_key": None,
+                             "retention": configuration["retention"]}
+def test_config_makes_a_queue_fair_and_its_waiting_jobs_take_turns(api, push):
+    for tenant in ("big", "big", "big", "small"):
+        push(meta={"tenant": tenant}, options={"queue": "mail"})
+    body = api.put(f"{ADMIN}/queues/mail/config", {"fairness_key": "meta.tenant"}).json()
+    assert body["configuration"]["fairness_key"] == "meta.tenant"
+    assert [job.meta["tenant"] for job in Job.objects.fetch(["mail"], count=2)] == ["big", "small"]
+    assert api.put(f"{ADMIN}/queues/mail/config", {"fairness_key": None}).json()["configuration"]["fairness_key"] is None
+
+
+def test_queues_carry_the_autoscaling_signals(api, push):
+    push(options={"queue": "mail"})
+    Job.objects.filter(queue="mail").update(enqueued_at=ago(minutes=2))
+    push(options={"queue": "empty"})
+    Job.objects.filter(queue="empty").update(state="completed", finished_at=ago(minutes=1))
+    by_name = {queue["name"]: queue for queue in api.get(f"{ADMIN}/queues").json()["items"]}
+    # Waiting, and nothing finished in the last 5 minutes: no rate, so no estimate.
+    assert by_name["mail"]["estimated_drain_seconds"] is None
+    assert 115 <= by_name["mail"]["oldest_available_age_seconds"] <= 300
+    assert (by_name["empty"]["estimated_drain_seconds"], by_name["empty"]["oldest_available_age_seconds"]) == (0, 0)
+    detail = api.get(f"{ADMIN}/queues/mail").json()
+    assert detail["estimated_drain_seconds"] is None and detail["oldest_available_age_seconds"] >= 115
 
 
 @pytest.mark.parametrize("body", [
     {"retention": {"completed": "P14D"}}, {"concurrency": -1}, {"concurrency": "many"}, {"max_size": 0},
     {"overflow_policy": "block"}, {"rate_limit": {"limit": "x"}}, {"unknown": 1},
+    {"fairness_key": "tenant"}, {"fairness_key": 3}, {"fairness_key": "meta.a.b"},
 ])
 def test_a_config_the_store_cannot_keep_is_400_and_changes_nothing(api, push, body):
     push(options={"queue": "mail"})

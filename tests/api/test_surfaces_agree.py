@@ -1,17 +1,21 @@
-"""One meaning per word: a worker's state, the jobs it holds, and the jobs no worker can run say
-the same on every surface -- the admin, manage.py ojs, the admin API and the metrics."""
+"""One meaning per word: a worker's state, the jobs it holds, the jobs no worker can run, and a
+queue's oldest wait and time to drain say the same on every surface -- the admin, manage.py ojs,
+the admin API and the metrics."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
+import re
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from django_ojs.admin.display import human_duration
 from django_ojs.core.types import HeldJob, WorkerInfo
-from django_ojs.models import ApiKey, Worker
+from django_ojs.models import ApiKey, Job, Worker
 from tests.helpers import ago
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +87,38 @@ def test_every_surface_names_the_jobs_no_running_worker_can_run(fleet, admin_cli
     _, key = ApiKey.objects.issue("scraper", ["read"])
     text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
     assert 'ojs_jobs_unrunnable{queue="default",type="report.new"} 2.0' in text
+
+
+def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, admin_client, client, ojs):
+    for _ in range(6):
+        push(options={"queue": "mail"})
+    Job.objects.filter(queue="mail").update(enqueued_at=ago(minutes=2))
+    for _ in range(3):  # finished in the last 5 minutes: 0.6 a minute
+        push(options={"queue": "mail"}, args=["done"])
+    Job.objects.filter(queue="mail", args=["done"]).update(state="completed", finished_at=ago(minutes=1))
+    push(options={"queue": "sms"})  # waiting, nothing finished: no rate
+
+    rows = {queue["name"]: queue for queue in api.get(f"{ADMIN}/queues").json()["items"]}
+    assert rows["mail"]["estimated_drain_seconds"] == 600  # 6 jobs at 0.6 a minute
+    assert rows["sms"]["estimated_drain_seconds"] is None
+    age = rows["mail"]["oldest_available_age_seconds"]
+    assert 115 <= age <= 300
+
+    cli = {queue["name"]: queue for queue in ojs_json("queues")}
+    assert (cli["mail"]["estimated_drain_seconds"], cli["sms"]["estimated_drain_seconds"]) == (600, None)
+    assert abs(cli["mail"]["oldest_available_age_seconds"] - age) < 60
+
+    page = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
+    # The page lists queues by name: mail, then sms.
+    cells = dict(zip(["mail", "sms"], re.findall(r'<td class="field-drain_time">(.*?)</td>', page), strict=True))
+    assert cells["mail"] == human_duration(dt.timedelta(seconds=600))
+    assert "no rate" in cells["sms"]
+
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    assert 'ojs_queue_drain_seconds{queue="mail"} 600.0' in text
+    assert 'ojs_queue_drain_seconds{queue="sms"}' not in text
+    scraped = float(re.search(r'ojs_queue_oldest_available_age_seconds\{queue="mail"\} ([0-9.]+)', text).group(1))
+    assert abs(scraped - age) < 60

@@ -46,6 +46,10 @@ def render_queue(queue: Queue, figures: QueueFigures) -> dict[str, Any]:
             "failed_per_minute": round(figures.failed_per_minute, 2),
         },
         "oldest_available_at": format_timestamp(figures.oldest_available_at),
+        # Autoscaling signals (the metrics ojs_queue_oldest_available_age_seconds, ojs_queue_drain_seconds):
+        # 0 when none waits; the estimate null while jobs wait and none finished in the last 5 minutes.
+        "oldest_available_age_seconds": figures.oldest_available_age_seconds,
+        "estimated_drain_seconds": figures.estimated_drain_seconds,
         "created_at": format_timestamp(queue.created_at),
     }
 

@@ -26,6 +26,13 @@ from ..types import ClaimOutcome, Lease, Settlement, TurnOutcome
 from . import claim, events, push, settle, turn
 
 
+def one_statement(queue: str) -> bool:
+    """Can one statement claim from ``queue``? Not when a rate or concurrency limit, or fairness
+    (``core/fairness.py``), must decide row by row: those claims take the steps."""
+    configured = settings_of(queue)
+    return configured.limit is None and configured.fairness_key is None
+
+
 class PostgresEngine(StepwiseEngine):
     name = "postgres"
 
@@ -57,8 +64,7 @@ class PostgresEngine(StepwiseEngine):
         hold: bool,
         types: Sequence[str] | None = None,
     ) -> ClaimOutcome | None:
-        # A queue with a rate or concurrency limit is decided row by row.
-        if settings_of(queue).limit is not None:
+        if not one_statement(queue):
             return None
         return claim.claim(queue, count, worker_id, visibility_timeout, hold=hold, types=types)
 
@@ -73,7 +79,7 @@ class PostgresEngine(StepwiseEngine):
         if not turn.applies(worker_id, settlements):
             return None
         # The claim too when its queue is one statement's (else the operation claims after).
-        at_once = count if len(queues) == 1 and settings_of(queues[0]).limit is None else 0
+        at_once = count if len(queues) == 1 and one_statement(queues[0]) else 0
         return turn.turn(worker_id, settlements, queues[0], at_once, types)
 
     def ack_alone(self, job_id: Any, result: Any, lease: Lease) -> Job | None:

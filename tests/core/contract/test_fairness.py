@@ -1,0 +1,153 @@
+"""Fair queues: FETCH takes turns across the values of a queue's fairness key (core/fairness.py)."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+
+import pytest
+
+from django_ojs.core import queue_config
+from django_ojs.models import FairTurn, Job
+from django_ojs.protocol.errors import InvalidRequest
+from tests.helpers import race
+
+
+def fair(queue: str = "shared", path: str | None = "meta.tenant") -> None:
+    queue_config.update(queue, queue_config.parse_config({"fairness_key": path}, queue))
+
+
+def tenants_of(jobs) -> list[str]:
+    return [job.meta.get("tenant", "-") for job in jobs]
+
+
+def push_for(push, tenant: str | None, count: int, queue: str = "shared", **options) -> None:
+    meta = {"tenant": tenant} if tenant is not None else {}
+    for index in range(count):
+        push(args=[index], meta=meta, options={"queue": queue, **options})
+
+
+def test_a_small_tenant_is_served_at_once_behind_a_big_one(push):
+    fair()
+    push_for(push, "big", 20)
+    push_for(push, "small", 3)
+    claimed = [Job.objects.fetch(["shared"])[0] for _ in range(8)]
+    # Never served yet, in value order; then the oldest last claim first.
+    assert tenants_of(claimed) == ["big", "small", "big", "small", "big", "small", "big", "big"]
+    # Within a tenant: enqueue order, as an unfair queue.
+    assert [job.args[0] for job in claimed if job.meta["tenant"] == "big"] == [0, 1, 2, 3, 4]
+
+
+def test_one_claim_shares_its_jobs_round_robin(push):
+    fair()
+    push_for(push, "a", 10)
+    push_for(push, "b", 10)
+    push_for(push, "c", 1)
+    claimed = Job.objects.fetch(["shared"], count=7)
+    # c has one job: its share passes to the others.
+    assert Counter(tenants_of(claimed)) == {"a": 3, "b": 3, "c": 1}
+    assert tenants_of(claimed)[:3] == ["a", "b", "c"]
+
+
+def test_within_a_tenant_priority_then_enqueue_order(push):
+    fair()
+    for index, priority in enumerate([0, 10, 0, 5]):
+        push(args=[index], meta={"tenant": "t"}, priority=priority, options={"queue": "shared"})
+    assert [job.args[0] for job in Job.objects.fetch(["shared"], count=4)] == [1, 3, 0, 2]
+
+
+def test_the_tenant_whose_last_claim_is_oldest_goes_first(push):
+    fair()
+    for tenant in ("a", "b", "c"):
+        push_for(push, tenant, 3)
+    assert tenants_of(Job.objects.fetch(["shared"], count=2)) == ["a", "b"]
+    assert tenants_of(Job.objects.fetch(["shared"], count=1)) == ["c"]
+    assert tenants_of(Job.objects.fetch(["shared"], count=3)) == ["a", "b", "c"]
+    assert set(FairTurn.objects.filter(queue="shared").values_list("fair_key", flat=True)) == {"a", "b", "c"}
+
+
+def test_jobs_without_the_key_share_one_turn(push):
+    fair()
+    push_for(push, None, 3)
+    push_for(push, "t", 3)
+    assert Job.objects.filter(queue="shared").values_list("fair_key", flat=True).distinct().count() == 2
+    assert tenants_of(Job.objects.fetch(["shared"], count=4)) == ["-", "t", "-", "t"]
+
+
+def test_an_args_path_names_the_key(push):
+    fair(path="args.0.customer")
+    for customer in ("x", "x", "x", "y"):
+        push(args=[{"customer": customer}], options={"queue": "shared"})
+    claimed = Job.objects.fetch(["shared"], count=2)
+    assert [job.args[0]["customer"] for job in claimed] == ["x", "y"]
+
+
+def test_turning_fairness_on_keys_the_waiting_jobs_and_off_forgets_them(push):
+    push_for(push, "big", 5)
+    push_for(push, "small", 1)
+    assert set(Job.objects.values_list("fair_key", flat=True)) == {None}
+    fair()
+    assert set(Job.objects.values_list("fair_key", flat=True)) == {"big", "small"}
+    assert tenants_of(Job.objects.fetch(["shared"], count=2)) == ["big", "small"]
+    fair(path=None)
+    assert set(Job.objects.filter(state="available").values_list("fair_key", flat=True)) == {None}
+    assert tenants_of(Job.objects.fetch(["shared"], count=4)) == ["big"] * 4
+
+
+def test_a_job_pushed_without_its_key_is_mended_by_the_next_claim(push):
+    fair()
+    push_for(push, "big", 3)
+    push_for(push, "late", 1)
+    # As a process that had not yet seen the change would have stored it.
+    Job.objects.filter(meta__tenant="late").update(fair_key=None)
+    assert "late" in tenants_of(Job.objects.fetch(["shared"], count=2))
+
+
+def test_a_worker_naming_its_types_reaches_past_values_with_none_of_them(push):
+    fair()
+    for tenant in ("a", "b", "c"):
+        push(type="report.other", meta={"tenant": tenant}, options={"queue": "shared"})
+    push(type="report.mine", meta={"tenant": "d"}, options={"queue": "shared"})
+    # a, b and c come first in turn order, but hold nothing this worker can run.
+    assert tenants_of(Job.objects.fetch(["shared"], count=2, types=["report.mine"])) == ["d"]
+
+
+def test_an_unfair_queue_keeps_one_line(push):
+    push_for(push, "big", 3)
+    push_for(push, "small", 1)
+    assert tenants_of(Job.objects.fetch(["shared"], count=4)) == ["big", "big", "big", "small"]
+    assert not FairTurn.objects.exists()
+
+
+def test_a_bad_fairness_key_is_refused_and_changes_nothing(db):
+    for bad in ("tenant", "meta.", "args.x", "meta.a.b", 7, "args.0.a.b"):
+        with pytest.raises(InvalidRequest) as refused:
+            queue_config.parse_config({"fairness_key": bad}, "shared")
+        assert refused.value.details.get("field", "fairness_key") == "fairness_key"
+
+
+def test_rate_limited_jobs_of_a_fair_queue_still_keep_their_limit(push):
+    fair()
+    for tenant in ("a", "b"):
+        for index in range(3):
+            push(args=[index], meta={"tenant": tenant}, options={"queue": "shared"},
+                 rate_limit={"key": f"tenant-{tenant}", "concurrency": 1})
+    assert sorted(tenants_of(Job.objects.fetch(["shared"], count=6))) == ["a", "b"]
+
+
+@pytest.mark.postgres
+def test_concurrent_fair_claims_across_two_fair_queues_take_each_job_once_and_never_deadlock(transactional_db, spec):
+    for queue in ("one", "two"):
+        fair(queue)
+        Job.objects.push_many([spec(args=[i], meta={"tenant": tenant}, options={"queue": queue})
+                               for tenant in ("a", "b", "c") for i in range(20)])
+    claimed: list[str] = []
+
+    def worker(queues: list[str]) -> None:
+        # Each claim writes the turns of both queues' values: in one order, whatever the order asked.
+        while jobs := Job.objects.fetch(queues, count=4):
+            claimed.extend(str(job.id) for job in jobs)
+
+    race([functools.partial(worker, ["one", "two"] if i % 2 else ["two", "one"]) for i in range(6)])
+    assert len(claimed) == len(set(claimed)) == 120
+    assert not Job.objects.filter(state="available").exists()
