@@ -16,6 +16,7 @@ from ..models import Event
 from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest, NotFound
 from ..protocol.progress import MAX_DATA_BYTES, MAX_MESSAGE_CHARS, MILESTONES
+from ..protocol.waits import MAX_DELAY, MAX_PAYLOAD_BYTES
 from ..protocol.workflows import MAX_DEPTH
 from ..version import __version__
 from .base import OJS_VERSION, OJSView
@@ -96,7 +97,25 @@ ADMIN_SECTIONS = ["queues", "jobs", "bulk", "workers", "stats", "stats_history",
 
 def extensions_served() -> list[str]:
     observability = ["observability"] if ojs_settings.METRICS or ojs_settings.TRACING else []
-    return sorted([*EXTENSIONS, *observability, "worker-registration"])
+    return sorted([*EXTENSIONS, *observability, "worker-registration", "snooze", "signals"])
+
+
+def waits_features() -> dict[str, Any]:
+    """This server's snooze and signals extension (docs/reference/http/waits.md): its endpoints,
+    its bounds, and the job attributes INFO adds."""
+    return {
+        "snooze": "/ojs/v1/workers/snooze",
+        "wait": "/ojs/v1/workers/wait",
+        "job_signal": "/ojs/v1/jobs/{id}/signal",
+        "workflow_signal": "/ojs/v1/workflows/{id}/signal",
+        "max_snoozes": ojs_settings.MAX_SNOOZES,
+        "max_delay_seconds": int(MAX_DELAY.total_seconds()),
+        "max_payload_bytes": MAX_PAYLOAD_BYTES,
+        "attempt_charged": False,
+        "duplicate_signal": "conflict",
+        "job_attributes": ["snoozes", "signals", "waiting"],
+        "events": ["job.snoozed", "job.waiting", "job.signalled"],
+    }
 
 
 def progress_features() -> dict[str, Any]:
@@ -165,6 +184,7 @@ class ManifestView(OJSView):
                     "workflow_max_nesting_depth": MAX_DEPTH,
                     "admin_api": {"base_url": ADMIN_BASE, "version": ADMIN_API_VERSION, "sections": ADMIN_SECTIONS},
                     "progress": progress_features(),
+                    "snooze_and_signals": waits_features(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

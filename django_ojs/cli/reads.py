@@ -59,6 +59,14 @@ def kept_line(rendered: dict[str, Any]) -> str:
     return describe(rendered["dead_letter"], rendered["kept_until"])
 
 
+def waiting_line(rendered: dict[str, Any]) -> str:
+    """``show``'s line for people: what a parked job waits for, since and until when (INFO's ``waiting``)."""
+    waiting = rendered.get("waiting")
+    if not waiting:
+        return ""
+    return f"waiting for signal {waiting['signal']} since {waiting['since']}, until {waiting['until']}"
+
+
 def list_queues() -> list[dict[str, Any]]:
     """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state.
 
