@@ -70,20 +70,16 @@ def signal(job_id: Any, name: str, payload: Any = None) -> Any:
     finished or already has a signal of that name.
     """
     from .core.waits import signal as _signal  # at call time, as enqueue
-    from .protocol.waits import payload as _payload
-    from .protocol.waits import signal_name
 
-    return _signal(job_id, signal_name(name), _payload(payload))
+    return _signal(job_id, name, payload)
 
 
 def signal_workflow(workflow_id: Any, name: str, payload: Any = None) -> Any:
     """Deliver signal ``name`` to every unfinished job of a workflow, and keep it for the steps not
     yet started; returns how many jobs got it (``django_ojs.core.waits.signal_workflow``)."""
     from .core.waits import signal_workflow as _signal_workflow  # at call time, as enqueue
-    from .protocol.waits import payload as _payload
-    from .protocol.waits import signal_name
 
-    return _signal_workflow(workflow_id, signal_name(name), _payload(payload))[1]
+    return _signal_workflow(workflow_id, name, payload)[1]
 
 
 async def aenqueue(job_type: str, args: Any = (), **options: Any) -> Any:

@@ -43,7 +43,6 @@ from ..models import Job
 from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest, OJSError
 from ..protocol.states import TERMINAL
-from ..protocol.waits import payload, signal_name
 from . import job_pages
 from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator
@@ -337,7 +336,7 @@ class JobAdminBase(ConsoleAdmin):
                 messages.error(request, "The payload must be JSON (null, a number, a string in quotes, an object...).")
             else:
                 try:
-                    signalled = waits.signal(job.id, signal_name(name), payload(value))
+                    signalled = waits.signal(job.id, name, value)
                 except OJSError as refused:
                     messages.error(request, refused.message)
                 else:

@@ -17,7 +17,6 @@ from rest_framework.response import Response
 from ..core import waits
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import parse_job_ref, render_job
-from ..protocol.waits import payload, signal_name
 from .base import OJSView
 from .requests import parse_snooze, parse_wait
 from .workflows import parse_workflow_ref, render_workflow
@@ -58,9 +57,10 @@ class WaitView(OJSView):
         return Response(body)
 
 
-def _signal_body(view: OJSView) -> tuple[str, Any]:
+def _signal_body(view: OJSView) -> tuple[Any, Any]:
+    """The signal's name and payload as sent; the core checks them (400 naming the field)."""
     body = view.body()
-    return signal_name(body.get("name")), payload(body.get("payload"))
+    return body.get("name"), body.get("payload")
 
 
 class JobSignalView(OJSView):

@@ -28,7 +28,8 @@ from ..protocol.durations import format_timestamp, parse_timestamp, to_millis
 from ..protocol.errors import InvalidTransition
 from ..protocol.failure import Failure
 from ..protocol.states import TERMINAL, JobState, Move, target
-from ..protocol.waits import WaitOutcome
+from ..protocol.waits import WaitOutcome, signal_name
+from ..protocol.waits import payload as checked_payload
 from ..protocol.workflows import PENDING
 from . import events
 from .clock import TxNow, db_now
@@ -45,15 +46,21 @@ _PARK_FIELDS = ["state", "run_at", "worker_id", "lease_expires_at", "deadline_at
                 "snoozes", "waits", "waiting_for"]
 
 
-def _held(job_id: Any, lease: Lease, move: Move) -> Job:
-    """The active job ``lease`` holds, its row locked; 404 or 409 otherwise."""
+def _locked(job_id: Any) -> tuple[Job | None, dt.datetime]:
+    """The job's row, locked by id, and the transaction's clock."""
     job = Job.objects.select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
+    return job, job.db_now if job is not None else db_now()
+
+
+def _held(job_id: Any, lease: Lease, move: Move) -> tuple[Job, dt.datetime]:
+    """The active job ``lease`` holds, its row locked, and the clock; 404 or 409 otherwise."""
+    job, now = _locked(job_id)
     if job is None or job.state != JobState.ACTIVE or not lease.holds(job):
         if job is not None and job.state == JobState.ACTIVE:
             # Held under another lease: the same words as a refused ACK or FAIL.
             raise refusal(job, job_id, Move.ACK if move is Move.SNOOZE else Move.FAIL)
         raise refusal(job, job_id, move)
-    return job
+    return job, now
 
 
 def _park(job: Job, move: Move, until: dt.datetime) -> None:
@@ -74,8 +81,7 @@ def snooze(job_id: Any, delay: dt.timedelta, *, lease: Lease = Lease()) -> Job:
     nothing else would stop a handler that always snoozes.
     """
     with transaction.atomic():
-        job = _held(job_id, lease, Move.SNOOZE)
-        now = job.db_now
+        job, now = _held(job_id, lease, Move.SNOOZE)
         limit = ojs_settings.MAX_SNOOZES
         if job.snoozes >= limit:
             failure = Failure(
@@ -113,8 +119,7 @@ def wait(job_id: Any, name: str, timeout: dt.timedelta, *, lease: Lease = Lease(
     parked on a name is woken by that signal or its deadline, whichever first.
     """
     with transaction.atomic():
-        job = _held(job_id, lease, Move.WAIT)
-        now = job.db_now
+        job, now = _held(job_id, lease, Move.WAIT)
         record = (job.waits or {}).get(name)
         until = _until(record) if record else now + timeout
         delivered = (job.signals or {}).get(name)
@@ -126,12 +131,13 @@ def wait(job_id: Any, name: str, timeout: dt.timedelta, *, lease: Lease = Lease(
                 return job, WaitOutcome(delivered=True, payload=delivered.get("payload"), until=until)
             return job, WaitOutcome(timed_out=True, until=until)
         if record is None:
-            job.waits = {**(job.waits or {}), name: {"since": format_timestamp(now), "until": format_timestamp(until)}}
+            record = {"since": format_timestamp(now), "until": format_timestamp(until)}
+            job.waits = {**(job.waits or {}), name: record}
         _park(job, Move.WAIT, until)
         job.waiting_for = name
         job.save(update_fields=_PARK_FIELDS)
         events.record([events.job_event(
-            "job.waiting", job, now, signal=name, since=job.waits[name]["since"], until=format_timestamp(until),
+            "job.waiting", job, now, signal=name, since=record["since"], until=format_timestamp(until),
         )])
     return job, WaitOutcome(parked=True, until=until)
 
@@ -145,15 +151,18 @@ def _until(record: dict[str, Any]) -> dt.datetime:
 def signal(job_id: Any, name: str, payload: Any = None) -> Job:
     """Deliver signal ``name`` to a job; wake it if it is parked on that name.
 
+    The name and the payload are checked here, for every door (400 ``invalid_request``).
+
     409 ``conflict`` if the job is finished (completed, cancelled, discarded)
     or already has a signal of that name: the first is kept, so a signal sent
     twice is applied once and the second sender is told.
     """
+    name, payload = signal_name(name), checked_payload(payload)
     with transaction.atomic():
-        job = Job.objects.select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
+        job, now = _locked(job_id)
         if job is None:
             raise refusal(job, job_id, Move.WAIT)
-        _deliver(job, name, payload, job.db_now, strict=True)
+        _deliver(job, name, payload, now, strict=True)
     return job
 
 
@@ -166,15 +175,16 @@ def _deliver(job: Job, name: str, payload: Any, now: dt.datetime, *, strict: boo
             f"cannot signal job {job.id}: it is {job.state}", job_id=str(job.id), current_state=job.state,
             details={"signal": name},
         )
-    if name in (job.signals or {}):
+    delivered = job.signals or {}
+    if name in delivered:
         if not strict:
             return False
         raise InvalidTransition(
-            f"job {job.id} already has signal {name!r} (received at {job.signals[name]['received_at']}); "
+            f"job {job.id} already has signal {name!r} (received at {delivered[name]['received_at']}); "
             "the first is kept",
             job_id=str(job.id), current_state=job.state, details={"signal": name},
         )
-    job.signals = {**(job.signals or {}), name: {"payload": payload, "received_at": format_timestamp(now)}}
+    job.signals = {**delivered, name: {"payload": payload, "received_at": format_timestamp(now)}}
     fields = ["signals"]
     woke = job.state == JobState.SCHEDULED and job.waiting_for == name
     if woke:
@@ -192,14 +202,14 @@ def signal_workflow(workflow_id: Any, name: str, payload: Any = None) -> tuple[W
     """Deliver signal ``name`` to every unfinished job of a running workflow, and keep it for its
     steps not yet started; how many jobs got it. 409 if the workflow ended or already has the signal.
     """
+    name, payload = signal_name(name), checked_payload(payload)
     for _ in range(20):
         try:
             with transaction.atomic():
                 seqs = [seq for seq in WorkflowNode.objects.filter(workflow_id=workflow_id, state=PENDING)
                         .values_list("job_seq", flat=True) if seq is not None]
                 # Job rows first, in seq order; then the workflow's row (core/workflows.py's order).
-                locked = list(Job.objects.select_for_update().annotate(db_now=TxNow())
-                              .filter(seq__in=seqs).order_by("seq"))
+                locked = list(Job.objects.select_for_update().filter(seq__in=seqs).order_by("seq"))
                 workflow = locked_workflow(workflow_id, allow_failed=False)
                 started = set(
                     WorkflowNode.objects.filter(workflow=workflow, state=PENDING, job_seq__isnull=False)

@@ -24,7 +24,6 @@ from ...core.selection import JobFilter, job_uuid
 from ...protocol.durations import parse_duration
 from ...protocol.envelope import validate_queue_name
 from ...protocol.errors import OJSError
-from ...protocol.waits import payload, signal_name
 
 NOT_CONFIRMED = 3
 PARTIAL = 4
@@ -120,8 +119,8 @@ class Command(BaseCommand):
             value = json.loads(options["payload"])
         except ValueError as exc:
             raise CommandError(f"--payload must be JSON: {exc}") from exc
-        name = signal_name(options["name"])
-        job = waits.signal(job_uuid(options["job_id"]), name, payload(value, field="--payload"))
+        name = options["name"]
+        job = waits.signal(job_uuid(options["job_id"]), name, value)
         body = {"job_id": str(job.id), "signal": name, "state": job.state}
         self.emit(options, body, lambda: f"signal {name} delivered to job {job.id}, which is {job.state}")
 
