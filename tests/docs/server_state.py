@@ -14,15 +14,21 @@ worker or an operator would, and returns its id or name as a string.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+from django_ojs.canvas import chain, signature
 from django_ojs.core.progress import report_progress
+from django_ojs.core.types import Lease
 from django_ojs.models import Job
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.progress import Report
 
-__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push", "report_on_next"]
+__all__ = [
+    "active_job", "complete_next", "dead_letter_job", "discarded_job", "parked_job", "push", "report_on_next",
+    "running_workflow",
+]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
 WORKER = "worker-1"
@@ -70,3 +76,17 @@ def report_on_next(queue: str = "default", progress: float | None = None, data: 
     [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
     assert report_progress(claimed.id, Report(progress, data, message), attempt=claimed.attempt, worker_id=WORKER)
     return str(claimed.id)
+
+
+def parked_job(signal: str, job_type: str = "order.ship", queue: str = "orders", timeout: float = 86400) -> str:
+    """A job whose handler waits for ``signal``: parked (scheduled) until it comes or ``timeout`` seconds pass; its id."""
+    job_id = active_job(job_type, queue)
+    Job.objects.wait(job_id, signal, dt.timedelta(seconds=timeout), lease=Lease(WORKER, 1))
+    return job_id
+
+
+def running_workflow(*job_types: str, queue: str = "default") -> str:
+    """A chain of jobs of ``job_types``, its first step claimed by a worker; the workflow's id."""
+    workflow = chain(*(signature(job_type, [], queue=queue) for job_type in job_types)).enqueue()
+    Job.objects.fetch([queue], worker_id=WORKER)
+    return str(workflow.id)
