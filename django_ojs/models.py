@@ -278,7 +278,9 @@ class Job(models.Model):
     releases = models.PositiveIntegerField(default=0)
     # Snoozes (docs/how-to/snooze-signals-timers.md): each is also a release,
     # so it spends no attempt; counted apart to bound them (OJS["MAX_SNOOZES"]).
-    snoozes = models.PositiveIntegerField(default=0)
+    # A default in the database too: during a rolling deploy, processes still
+    # running the code before migration 0019 insert jobs without naming it.
+    snoozes = models.PositiveIntegerField(default=0, db_default=0)
     # Signals delivered to the job, by name: {"payload": ..., "received_at": ...}.
     # The first of a name is kept; a handler's wait_for_signal reads them. None: none yet.
     signals = models.JSONField(null=True, blank=True)
