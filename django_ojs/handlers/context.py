@@ -90,6 +90,7 @@ def parks(ctx: JobContext, outcome: BaseException | Any) -> bool:
         return False
     try:
         waits.snooze(ctx.job.id, outcome.delay, lease=ctx.lease)
+        ctx.parked = True
     except OJSError as exc:
         logger.warning("job %s (%s): snooze refused: %s", ctx.job_id, ctx.type, exc.message)
     return True
@@ -108,7 +109,7 @@ class JobContext:
 
     __slots__ = (
         "_beat", "_cancel_reason", "_on_cancel", "_progress_pending", "_progress_sent_at",
-        "deadline", "job", "metadata", "worker_id",
+        "deadline", "job", "metadata", "parked", "worker_id",
     )
 
     def __init__(self, job: Job, worker_id: str, beat: Callable[[], None], deadline: float | None = None):
@@ -119,6 +120,9 @@ class JobContext:
         # time.monotonic() after which the worker fails the job with a timeout.
         self.deadline = deadline
         self._beat = beat
+        # The job was put back in the store by this attempt (a snooze, a wait): the worker's
+        # heartbeat then finds it no longer held, and knows why.
+        self.parked = False
         self._cancel_reason: str | None = None
         self._progress_pending: Any = None
         self._progress_sent_at: float | None = None
@@ -205,6 +209,7 @@ class JobContext:
             if default is _RAISE:
                 raise SignalTimeout(checked, format_timestamp(outcome.until))
             return default
+        self.parked = True
         raise Parked(f"waiting for signal {checked!r}")
 
     def sleep(self, name: str, seconds: float) -> None:

@@ -527,11 +527,7 @@ class Runtime:
                 return
             execution.thread_done = True
             if outcome is not None and outcome.parked and not execution.released:
-                # Snoozed or waiting: the handler's thread wrote it back to the store already.
-                execution.released = True
-                self._undecided -= 1
-                self.stats.parked += 1
-                self._forget_if_done(execution)
+                self._parked(execution)
             elif execution.outcome is None and not execution.released:
                 self._decide(execution, outcome or Outcome(failure=_runner_bug()))
             else:
@@ -563,10 +559,20 @@ class Runtime:
                 earliest = execution.deadline
         self._earliest_deadline = earliest
 
+    def _parked(self, execution: Execution) -> None:
+        """Snoozed or waiting for a signal: the handler's thread wrote the job back to the store already."""
+        execution.released = True
+        self._undecided -= 1
+        self.stats.parked += 1
+        self._forget_if_done(execution)
+
     def _release_unfinished(self, held: HeldJob, reason: str) -> None:
         """The store took this attempt away (cancelled, or recovered): stop reporting it."""
         execution = self._table.get((held.job_id, held.attempt))
-        if execution is not None and not execution.released and execution.outcome is None:
+        if execution is not None and not execution.released and execution.outcome is None and execution.ctx.parked:
+            # Not taken away: its handler parked it, and the heartbeat saw that before the handler's end.
+            self._parked(execution)
+        elif execution is not None and not execution.released and execution.outcome is None:
             logger.warning("job %s (%s) attempt %d: %s; its result will be discarded",
                            held.job_id, execution.job.type, held.attempt, reason)
             execution.ctx.cancel(reason)
