@@ -44,10 +44,9 @@ _FINISHED_LABEL = {
 def status_line(job: Job, now: dt.datetime) -> SafeString | str:
     """Where the job stands in time, said after its state in a list: 'waiting 3 min', 'runs in 5 min'."""
     state = job.state
-    waiting = render_waits(job).get("waiting")
-    if waiting:
-        # Parked by its handler: what it waits for says more than when it runs.
-        return format_html("waits for {} · {}", waiting["signal"], moment(job.run_at, now, compact=True))
+    if state == JobState.SCHEDULED and job.waiting_for:
+        # Parked by its handler (INFO's `waiting`): what it waits for says more than when it runs.
+        return format_html("waits for {} · {}", job.waiting_for, moment(job.run_at, now, compact=True))
     if state in (JobState.SCHEDULED, JobState.RETRYABLE):
         verb = "runs" if state == JobState.SCHEDULED else "retries"
         return format_html("{} {}", verb, moment(job.run_at, now, compact=True))

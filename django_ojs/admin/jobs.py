@@ -60,7 +60,10 @@ from .job_moves import ACTIVATE, CANCEL, DISCARD, RETRY, JobMove, moves_from
 from .workflows import workflow_link
 
 # Columns a list never shows and that may hold up to a megabyte each.
-BULKY_FIELDS = ("args", "meta", "result", "error", "retry", "unique", "rate_limit", "extra", "given_times", "tags")
+BULKY_FIELDS = (
+    "args", "meta", "result", "error", "retry", "unique", "rate_limit", "extra", "given_times", "tags", "signals",
+    "waits",
+)
 # A list shows this much of a job's last error, wrapped; the job's page shows all of it.
 ERROR_PREVIEW_CHARS = 300
 
@@ -189,7 +192,9 @@ class JobAdminBase(ConsoleAdmin):
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
-        return f"{job.attempt} / {job.max_attempts}"
+        # Snoozes run the handler without spending an attempt: said beside it, as INFO's `snoozes`.
+        snoozed = f" · {job.snoozes} snoozed" if job.snoozes else ""
+        return f"{job.attempt} / {job.max_attempts}{snoozed}"
 
     @admin.display(description="dead letter")
     def dead_letter_kept(self, job: Job) -> str:

@@ -50,6 +50,8 @@ def test_every_surface_says_the_same_snoozes_wait_and_signals(parked, api, admin
     assert {key: shown[key] for key in ("snoozes", "waiting", "signals")} == {
         key: info[key] for key in ("snoozes", "waiting", "signals")
     }
+    [listed_row] = [row for row in json.loads(ojs("jobs", "--json")) if row["id"] == str(parked.id)]
+    assert listed_row["snoozes"] == info["snoozes"]
     text = ojs("show", str(parked.id))
     assert f"waiting for signal approved since {info['waiting']['since']}, until {info['waiting']['until']}" in text
 
@@ -59,6 +61,7 @@ def test_every_surface_says_the_same_snoozes_wait_and_signals(parked, api, admin
     assert "Send a signal" in page
     listed = admin_client.get(reverse("admin:django_ojs_job_changelist") + "?waiting=signal").content.decode()
     assert str(parked.id)[:8] in listed and "waits for approved" in listed
+    assert "2 / 3 · 1 snoozed" in listed  # attempts, and the snooze that spent none
     assert str(parked.id)[:8] in admin_client.get(
         reverse("admin:django_ojs_job_changelist") + "?waiting=snoozed").content.decode()
 
