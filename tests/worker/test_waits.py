@@ -56,3 +56,16 @@ def test_a_wait_that_times_out_returns_its_default_or_fails(worker, reaper):
     assert settled(defaulted, "completed").result == {"payload": "nobody answered"}
     failed = settled(raising, "discarded")
     assert JobError.objects.get(job=failed).type == "SignalTimeout"
+
+
+@pytest.mark.parametrize("mode", [(), ("--async",)], ids=["threaded", "event-loop"])
+def test_an_async_handler_snoozes_and_waits_in_both_runners(worker, reaper, mode):
+    worker(*mode)
+    reaper()
+    job = django_ojs.enqueue("probe.async_snooze_then_wait", ["approved"], retry={"max_attempts": 1})
+    wait_until(lambda: Job.objects.filter(id=job.id, state="scheduled", waiting_for="approved").exists(),
+               PATIENCE, "the job to park on its wait")
+    django_ojs.signal(job.id, "approved", [1, 2])
+    done = settled(job, "completed")
+    assert done.result == {"payload": [1, 2], "snoozes": 1}
+    assert not JobError.objects.filter(job=done).exists()

@@ -122,3 +122,12 @@ def await_signal(ctx: JobContext, name: str, timeout: float, default: object = "
     else:
         payload = ctx.wait_for_signal(name, timeout, default=default)
     return {"payload": payload}
+
+
+@django_ojs.job("probe.async_snooze_then_wait")
+async def async_snooze_then_wait(ctx: JobContext, name: str) -> dict:
+    """Snooze once (returned), then wait for signal ``name`` in a thread, as the how-to says."""
+    if ctx.snoozes < 1:
+        return django_ojs.Snooze(0.2)
+    payload = await asyncio.to_thread(ctx.wait_for_signal, name, 3600)
+    return {"payload": payload, "snoozes": ctx.snoozes}
