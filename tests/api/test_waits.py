@@ -121,3 +121,30 @@ def test_a_workflow_signal_reaches_its_running_step_and_the_steps_not_yet_starte
     [second] = api.post("/ojs/v1/workers/fetch", {"queues": ["wf"], "worker_id": "w1"}).json()["jobs"]
     assert second["type"] == "b" and second["signals"]["go"]["payload"] == "yes"
     assert api.post(f"/ojs/v1/workflows/{MISSING}/signal", {"name": "go"}).status_code == 404
+
+
+@pytest.mark.parametrize(("body", "status"), [
+    ({"attempt": 2, "worker_id": "w1", "signal": "approved", "timeout": 60}, 409),
+    ({"attempt": 1, "worker_id": "w2", "signal": "approved", "timeout": 60}, 409),
+    ({"attempt": 1, "worker_id": "w1", "signal": "no spaces", "timeout": 60}, 400),
+    ({"attempt": 1, "worker_id": "w1", "signal": "approved"}, 400),
+    ({"attempt": 1, "worker_id": "w1", "timeout": 60}, 400),
+    ({"attempt": 1, "worker_id": "w1", "signal": "approved", "timeout": -5}, 400),
+])
+def test_a_wait_from_another_lease_or_with_bad_input_is_refused_and_changes_nothing(make_client, claim, body, status):
+    worker = make_client("worker")
+    job = claim("w1")
+    response = worker.post("/ojs/v1/workers/wait", {"job_id": str(job.id), **body})
+    assert response.status_code == status, response.content
+    check_binding_response(response)
+    stored = reload(job)
+    assert (stored.state, stored.waiting_for, stored.waits) == ("active", None, None)
+
+
+def test_a_signal_to_a_finished_workflow_is_409(api):
+    step = {"type": "a", "args": [], "options": {"queue": "wf-done"}}
+    workflow_id = api.post("/ojs/v1/workflows", {"type": "chain", "steps": [step]}).json()["workflow"]["id"]
+    [job] = api.post("/ojs/v1/workers/fetch", {"queues": ["wf-done"], "worker_id": "w1"}).json()["jobs"]
+    api.post("/ojs/v1/workers/ack", {"job_id": job["id"], "worker_id": "w1"})
+    response = api.post(f"/ojs/v1/workflows/{workflow_id}/signal", {"name": "go"})
+    assert (response.status_code, response.json()["error"]["code"]) == (409, "conflict")
