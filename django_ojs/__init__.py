@@ -25,6 +25,8 @@ __all__ = [
     "JobCancelled",
     "JobContext",
     "QueueFull",
+    "SignalTimeout",
+    "Snooze",
     "__version__",
     "aenqueue",
     "aenqueue_many",
@@ -34,13 +36,15 @@ __all__ = [
     "enqueue_many",
     "group",
     "job",
+    "signal",
+    "signal_workflow",
     "signature",
 ]
 
 if TYPE_CHECKING:
     from .canvas import batch, chain, group, signature
     from .errors import DuplicateJob, QueueFull
-    from .handlers.context import JobCancelled, JobContext
+    from .handlers.context import JobCancelled, JobContext, SignalTimeout, Snooze
     from .handlers.registry import job
 
 
@@ -56,6 +60,26 @@ def enqueue_many(jobs: Any) -> Any:
     from .producer import enqueue_many as _enqueue_many  # at call time, as enqueue
 
     return _enqueue_many(jobs)
+
+
+def signal(job_id: Any, name: str, payload: Any = None) -> Any:
+    """Deliver signal ``name`` (with a JSON ``payload``) to a job; see ``django_ojs.core.waits.signal``.
+
+    Stored on the job, and wakes it at once if it waits for that name;
+    ``django_ojs.errors.InvalidTransition`` (409 on the wire) if the job is
+    finished or already has a signal of that name.
+    """
+    from .core.waits import signal as _signal  # at call time, as enqueue
+
+    return _signal(job_id, name, payload)
+
+
+def signal_workflow(workflow_id: Any, name: str, payload: Any = None) -> Any:
+    """Deliver signal ``name`` to every unfinished job of a workflow, and keep it for the steps not
+    yet started; returns how many jobs got it (``django_ojs.core.waits.signal_workflow``)."""
+    from .core.waits import signal_workflow as _signal_workflow  # at call time, as enqueue
+
+    return _signal_workflow(workflow_id, name, payload)[1]
 
 
 async def aenqueue(job_type: str, args: Any = (), **options: Any) -> Any:
@@ -85,7 +109,7 @@ def __getattr__(name: str) -> Any:
         from .handlers.registry import job  # on first use, as every name below
 
         return job
-    if name in ("JobContext", "JobCancelled"):
+    if name in ("JobContext", "JobCancelled", "Snooze", "SignalTimeout"):
         from .handlers import context  # on first use
 
         return getattr(context, name)

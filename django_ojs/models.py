@@ -100,6 +100,20 @@ class JobManager(models.Manager["Job"]):
         core = _core()
         return core.settle.fail(job_id, failure, lease=lease or core.types.Lease(), requeue=requeue)
 
+    def snooze(self, job_id: Any, delay: dt.timedelta, *, lease: Lease | None = None) -> Job:
+        """Put a held job back for ``delay``, no attempt spent (``core.waits.snooze``)."""
+        core = _core()
+        return core.waits.snooze(job_id, delay, lease=lease or core.types.Lease())
+
+    def wait(self, job_id: Any, name: str, timeout: dt.timedelta, *, lease: Lease | None = None) -> Any:
+        """Wait for signal ``name``: (job, WaitOutcome) (``core.waits.wait``)."""
+        core = _core()
+        return core.waits.wait(job_id, name, timeout, lease=lease or core.types.Lease())
+
+    def signal(self, job_id: Any, name: str, payload: Any = None) -> Job:
+        """Deliver a signal to a job (``core.waits.signal``)."""
+        return _core().waits.signal(job_id, name, payload)
+
     def cancel(self, job_id: Any) -> tuple[Job, str | None]:
         """CANCEL (``core.control.cancel``)."""
         return _core().control.cancel(job_id)
@@ -262,6 +276,20 @@ class Job(models.Model):
     # Explicit releases ("requeue": true on NACK) return a job without
     # spending an attempt; retry decisions use attempt - releases.
     releases = models.PositiveIntegerField(default=0)
+    # Snoozes (docs/how-to/snooze-signals-timers.md): each is also a release,
+    # so it spends no attempt; counted apart to bound them (OJS["MAX_SNOOZES"]).
+    # A default in the database too: during a rolling deploy, processes still
+    # running the code before migration 0019 insert jobs without naming it.
+    snoozes = models.PositiveIntegerField(default=0, db_default=0)
+    # Signals delivered to the job, by name: {"payload": ..., "received_at": ...}.
+    # The first of a name is kept; a handler's wait_for_signal reads them. None: none yet.
+    signals = models.JSONField(null=True, blank=True)
+    # Every wait a handler declared, by name: {"since": ..., "until": ...}, so a
+    # re-run handler's wait keeps the deadline of its first run.
+    waits = models.JSONField(null=True, blank=True)
+    # The name of the wait the job is parked on (scheduled until a signal or
+    # its deadline); None when it waits for nothing.
+    waiting_for = models.CharField(max_length=255, null=True, blank=True)
     retry = models.JSONField(default=dict, help_text="Effective retry policy (ojs-retry §2).")
     # Unique jobs (ojs-unique-jobs, docs/how-to/unique-jobs.md): the policy as
     # normalised, its key (SHA-256 hex), the states in which this job holds
@@ -693,6 +721,9 @@ class Workflow(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Signals sent to the workflow, by name (as Job.signals): each step's job
+    # gets them, the steps not yet started when their job is made.
+    signals = models.JSONField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["-created_at"], name="ojs_workflow_created")]

@@ -124,6 +124,26 @@ class FinishedWithinFilter(admin.SimpleListFilter):
         return queryset.filter(finished_at__gte=TxNow() - Value(window[1]))
 
 
+class WaitFilter(admin.SimpleListFilter):
+    """Jobs parked by their handler waiting for a signal (docs/how-to/snooze-signals-timers.md),
+    and jobs that snoozed at least once."""
+
+    title = "snooze and signals"
+    parameter_name = "waiting"
+    CHOICES = {"signal": "waiting for a signal", "snoozed": "snoozed"}
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return list(self.CHOICES.items())
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "signal":
+            # INFO's ``waiting``: parked, so scheduled; waiting_for outlives a timeout's promotion.
+            return queryset.filter(state=JobState.SCHEDULED, waiting_for__isnull=False)
+        if self.value() == "snoozed":
+            return queryset.filter(snoozes__gt=0)
+        return queryset
+
+
 class ErrorTypeFilter(ValueFilter):
     """The last error's type, for "retry everything that failed with X" (ojs-dead-letter §9.1)."""
 

@@ -7,6 +7,7 @@ changelist, the change page and the Failed jobs page render them alike.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.contrib.admin.utils import quote
 from django.template.loader import render_to_string
@@ -19,6 +20,7 @@ from ..core import events
 from ..core.dead_letter import KEEPING
 from ..core.unique_keys import current_holder
 from ..models import Event, Job, JobError, Worker
+from ..protocol.envelope import render_waits
 from ..protocol.progress import percent, view
 from ..protocol.states import JobState
 from ..protocol.unique import decode_states
@@ -61,6 +63,9 @@ def dead_letter_line(job: Job, now: dt.datetime) -> SafeString | str:
 def status_line(job: Job, now: dt.datetime) -> SafeString | str:
     """Where the job stands in time, said after its state in a list: 'waiting 3 min', 'runs in 5 min'."""
     state = job.state
+    if state == JobState.SCHEDULED and job.waiting_for:
+        # Parked by its handler (INFO's `waiting`): what it waits for says more than when it runs.
+        return format_html("waits for {} · {}", job.waiting_for, moment(job.run_at, now, compact=True))
     if state in (JobState.SCHEDULED, JobState.RETRYABLE):
         verb = "runs" if state == JobState.SCHEDULED else "retries"
         return format_html("{} {}", verb, moment(job.run_at, now, compact=True))
@@ -155,6 +160,25 @@ def progress(job: Job, now: dt.datetime) -> SafeString:
     rows.append(("reported", moment(reported, now)))
     if shown["data"] is not None:
         rows.append(("data", pretty_json(shown["data"])))
+    return _table(rows)
+
+
+def waits(job: Job, now: dt.datetime) -> SafeString:
+    """Snooze and signals: how often the job snoozed, what it waits for since and until when,
+    and the signals delivered to it -- the words and values of INFO's ``snoozes``, ``waiting``, ``signals``."""
+    shown = render_waits(job)
+    rows: list[tuple[str, Any]] = [("snoozes", str(shown.get("snoozes", 0)))]
+    waiting = shown.get("waiting")
+    if waiting:
+        rows.append(("waiting for", format_html(
+            '<code class="ojs-waiting-for">{}</code> since {}, until {}', waiting["signal"],
+            moment(parse_datetime(waiting["since"]), now), moment(parse_datetime(waiting["until"]), now),
+        )))
+    for name, entry in sorted(shown.get("signals", {}).items()):
+        rows.append((f"signal {name}", format_html(
+            '<span class="ojs-signal" data-signal="{}">received {}</span>{}', name,
+            moment(parse_datetime(entry["received_at"]), now), pretty_json(entry.get("payload")),
+        )))
     return _table(rows)
 
 

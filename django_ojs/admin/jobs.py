@@ -10,6 +10,7 @@ only through the buttons, which are the core's moves.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -28,26 +29,40 @@ from django.http import (
     HttpResponseRedirect,
     JsonResponse,
 )
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.cache import never_cache
 
+from ..core import waits
 from ..core.clock import TxNow
 from ..core.search import HELP_TEXT, job_search
 from ..models import Job
-from ..protocol.errors import InvalidRequest
+from ..protocol.durations import format_timestamp
+from ..protocol.errors import InvalidRequest, OJSError
 from ..protocol.states import TERMINAL
 from . import job_pages
 from .base import ConsoleAdmin
 from .counting import EstimatedCountPaginator
 from .display import EMPTY, breakable, human_duration, id_cell, pretty_json, state_badge
-from .filters import FinishedWithinFilter, PriorityFilter, QueueFilter, StateFilter, TypeFilter, WorkerFilter
+from .filters import (
+    FinishedWithinFilter,
+    PriorityFilter,
+    QueueFilter,
+    StateFilter,
+    TypeFilter,
+    WaitFilter,
+    WorkerFilter,
+)
 from .job_moves import ACTIVATE, CANCEL, DISCARD, RETRY, JobMove, moves_from
 from .workflows import workflow_link
 
 # Columns a list never shows and that may hold up to a megabyte each.
-BULKY_FIELDS = ("args", "meta", "result", "error", "retry", "unique", "rate_limit", "extra", "given_times", "tags")
+BULKY_FIELDS = (
+    "args", "meta", "result", "error", "retry", "unique", "rate_limit", "extra", "given_times", "tags", "signals",
+    "waits",
+)
 # A list shows this much of a job's last error, wrapped; the job's page shows all of it.
 ERROR_PREVIEW_CHARS = 300
 
@@ -105,6 +120,7 @@ class JobAdminBase(ConsoleAdmin):
         ("Timeline", {"fields": ["timeline"]}),
         ("Reservation", {"fields": ["reservation"]}),
         ("Progress", {"fields": ["progress_view"]}),
+        ("Snooze and signals", {"fields": ["waits_view"]}),
         ("Arguments", {"fields": ["args_json"]}),
         ("Meta", {"fields": ["meta_json"]}),
         ("Result", {"fields": ["result_json"]}),
@@ -175,7 +191,9 @@ class JobAdminBase(ConsoleAdmin):
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
-        return f"{job.attempt} / {job.max_attempts}"
+        # Snoozes run the handler without spending an attempt: said beside it, as INFO's `snoozes`.
+        snoozed = f" · {job.snoozes} snoozed" if job.snoozes else ""
+        return f"{job.attempt} / {job.max_attempts}{snoozed}"
 
     @admin.display(description="dead letter")
     def dead_letter_kept(self, job: Job) -> SafeString | str:
@@ -217,6 +235,10 @@ class JobAdminBase(ConsoleAdmin):
             '<div class="ojs-progress" data-ojs-progress-url="{}" data-ojs-progress-live="{}">{}</div>',
             url, "" if job.state in TERMINAL else "1", job_pages.progress(job, job.db_now),
         )
+
+    @admin.display(description="snooze and signals")
+    def waits_view(self, job: Job) -> SafeString:
+        return job_pages.waits(job, job.db_now)
 
     @admin.display(description="events")
     def event_history(self, job: Job) -> SafeString:
@@ -292,7 +314,40 @@ class JobAdminBase(ConsoleAdmin):
             self.admin_site.admin_view(never_cache(self.progress_live_view)),
             name=f"{self.opts.app_label}_{self.opts.model_name}_progress",
         )
-        return [move, progress, *super().get_urls()]
+        signal = path(
+            "<path:object_id>/signal/", self.admin_site.admin_view(self.signal_view),
+            name=f"{self.opts.app_label}_{self.opts.model_name}_signal",
+        )
+        return [move, progress, signal, *super().get_urls()]
+
+    def signal_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Send a signal to this job (GET: the form; POST: deliver it), as POST /jobs/{id}/signal does."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            raise Http404("no such job")
+        job_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(job.pk)])
+        name, text = request.POST.get("name", job.waiting_for or ""), request.POST.get("payload", "null")
+        if request.method == "POST":
+            try:
+                value = json.loads(text)
+            except ValueError:
+                messages.error(request, "The payload must be JSON (null, a number, a string in quotes, an object...).")
+            else:
+                try:
+                    signalled = waits.signal(job.id, name, value)
+                except OJSError as refused:
+                    messages.error(request, refused.message)
+                else:
+                    messages.success(request, f"Signal {name} delivered; the job is {signalled.state}.")
+                    return HttpResponseRedirect(job_url)
+        context = {
+            **self.admin_site.each_context(request), "opts": self.opts, "job": job, "job_url": job_url,
+            "name": name, "payload": text, "title": f"Send a signal to job {job.id}",
+            "changelist_url": reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"),
+        }
+        return TemplateResponse(request, "admin/django_ojs/job/signal.html", context)
 
     def progress_live_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
         """The job page's progress box, rendered as on the page, and whether it may still move."""
@@ -314,7 +369,12 @@ class JobAdminBase(ConsoleAdmin):
                 {"label": move.label, "url": reverse(name, args=[quote(job.pk), move.name]), "move": move}
                 for move in moves_from(job.state, self.job_moves)
             ]
-        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "job_moves": buttons})
+        signal_url = None
+        if job is not None and self.has_change_permission(request) and job.state not in TERMINAL:
+            signal_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_signal", args=[quote(job.pk)])
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), "job_moves": buttons, "signal_url": signal_url}
+        )
 
     def move_view(self, request: HttpRequest, object_id: str, move: str) -> HttpResponse:
         """Run one action on this job alone: the buttons of the job's page."""
@@ -345,5 +405,7 @@ class JobAdmin(JobAdminBase):
     # with the id, the state with its progress; the priority is a filter and on
     # the job's page.
     list_display = ("type_and_id", "queue_name", "state_now", "attempts", "age", "last_error")
-    list_filter = (StateFilter, QueueFilter, TypeFilter, PriorityFilter, WorkerFilter, FinishedWithinFilter)
+    list_filter = (
+        StateFilter, QueueFilter, TypeFilter, PriorityFilter, WaitFilter, WorkerFilter, FinishedWithinFilter,
+    )
     ordering = ("-seq",)

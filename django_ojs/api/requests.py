@@ -18,6 +18,7 @@ from ..protocol.envelope import parse_job_ref, validate_queue_name
 from ..protocol.errors import InvalidRequest
 from ..protocol.failure import Failure, parse_failure
 from ..protocol.states import WorkerState
+from ..protocol.waits import delay, signal_name
 
 MAX_WORKER_ID = 255
 MAX_ACTIVE_JOBS = 10_000
@@ -88,6 +89,33 @@ def parse_nack(body: Mapping[str, Any]) -> Completion:
         failure=parse_failure(_required(body, "error")),
         requeue=requeue,
     )
+
+
+@dataclass(frozen=True)
+class Parking:
+    """A snooze (``signal`` None) or a wait for a signal, on the attempt's lease."""
+
+    job_id: uuid.UUID
+    lease: Lease
+    delay: dt.timedelta
+    signal: str | None = None
+
+
+def parse_snooze(body: Mapping[str, Any]) -> Parking:
+    return Parking(_job_id(body), _held_lease(body), delay(_required(body, "delay"), field="delay"))
+
+
+def parse_wait(body: Mapping[str, Any]) -> Parking:
+    return Parking(
+        _job_id(body), _held_lease(body), delay(_required(body, "timeout"), field="timeout"),
+        signal_name(_required(body, "signal"), field="signal"),
+    )
+
+
+def _held_lease(body: Mapping[str, Any]) -> Lease:
+    """A snooze or a wait names its attempt: it puts back only the attempt that sent it."""
+    _required(body, "attempt")
+    return _lease(body)
 
 
 def parse_heartbeat(body: Mapping[str, Any]) -> Heartbeat:

@@ -17,6 +17,7 @@ from ..models import Event
 from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest, NotFound
 from ..protocol.progress import MAX_DATA_BYTES, MAX_MESSAGE_CHARS, MILESTONES
+from ..protocol.waits import MAX_DELAY, MAX_PAYLOAD_BYTES
 from ..protocol.workflows import MAX_DEPTH
 from ..version import __version__
 from .base import OJS_VERSION, OJSView
@@ -90,7 +91,7 @@ def conformance_level() -> int:
 EXTENSIONS = ("admin-api", "dead-letter", "graceful-shutdown", "progress", "queue-config", "rate-limiting",
               "timeouts")
 # Our own, beyond the official ones: each described under capabilities and on the docs site.
-OWN_EXTENSIONS = ("fair-queues", "worker-registration")
+OWN_EXTENSIONS = ("fair-queues", "signals", "snooze", "worker-registration")
 ADMIN_BASE = "/ojs/v1/admin"
 ADMIN_API_VERSION = "1.0.0-rc.1"
 # The sections of ojs-admin-api served under ADMIN_BASE (§11, the dead letter, is not yet).
@@ -119,6 +120,24 @@ def autoscaling_signals() -> dict[str, Any]:
         "metrics": ["ojs_queue_oldest_available_age_seconds", "ojs_queue_drain_seconds"],
         "admin_queue_fields": ["oldest_available_age_seconds", "estimated_drain_seconds"],
         "drain_rate_window_seconds": int(THROUGHPUT_WINDOW.total_seconds()),
+    }
+
+
+def waits_features() -> dict[str, Any]:
+    """This server's snooze and signals extension (docs/reference/http/waits.md): its endpoints,
+    its bounds, and the job attributes INFO adds."""
+    return {
+        "snooze": "/ojs/v1/workers/snooze",
+        "wait": "/ojs/v1/workers/wait",
+        "job_signal": "/ojs/v1/jobs/{id}/signal",
+        "workflow_signal": "/ojs/v1/workflows/{id}/signal",
+        "max_snoozes": ojs_settings.MAX_SNOOZES,
+        "max_delay_seconds": int(MAX_DELAY.total_seconds()),
+        "max_payload_bytes": MAX_PAYLOAD_BYTES,
+        "attempt_charged": False,
+        "duplicate_signal": "conflict",
+        "job_attributes": ["snoozes", "signals", "waiting"],
+        "events": ["job.snoozed", "job.waiting", "job.signalled"],
     }
 
 
@@ -190,6 +209,7 @@ class ManifestView(OJSView):
                     "progress": progress_features(),
                     "fair_queues": fair_queue_features(),
                     "autoscaling_signals": autoscaling_signals(),
+                    "snooze_and_signals": waits_features(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

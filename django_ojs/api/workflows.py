@@ -40,13 +40,13 @@ class WorkflowView(OJSView):
     required_scope = {"GET": "read", "DELETE": "enqueue"}
 
     def get(self, request: Any, workflow_id: str) -> Response:
-        workflow = Workflow.objects.filter(id=_ref(workflow_id)).first()
+        workflow = Workflow.objects.filter(id=parse_workflow_ref(workflow_id)).first()
         if workflow is None:
             raise _missing(workflow_id)
         return Response({"workflow": render_workflow(workflow)})
 
     def delete(self, request: Any, workflow_id: str) -> Response:
-        workflow, counts = store.cancel(_ref(workflow_id))
+        workflow, counts = store.cancel(parse_workflow_ref(workflow_id))
         body = render_workflow(workflow)
         body.update(cancelled_at=body.get("completed_at"), **counts)
         body["metadata"]["cancelled_at"] = body.get("completed_at")
@@ -73,7 +73,8 @@ class WorkflowProgressView(OJSView):
         return response
 
 
-def _ref(value: str) -> uuid.UUID:
+def parse_workflow_ref(value: str) -> uuid.UUID:
+    """A workflow id from a path; 404 for anything that is not one."""
     try:
         return uuid.UUID(value)
     except (ValueError, AttributeError, TypeError):

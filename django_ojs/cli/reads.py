@@ -30,12 +30,13 @@ def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
         job_filter.selection()
         .order_by("-seq")
         .annotate(error_type=KT("error__type"))
-        .only("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "created_at",
+        .only("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "snoozes", "created_at",
               "finished_at", "dead_letter")[:limit]
     )
     return [
         {"id": str(job.id), "type": job.type, "queue": job.queue, "state": job.state, "priority": job.priority,
-         "attempt": job.attempt, "max_attempts": job.max_attempts, "created_at": format_timestamp(job.created_at),
+         "attempt": job.attempt, "max_attempts": job.max_attempts, "snoozes": job.snoozes,
+         "created_at": format_timestamp(job.created_at),
          "finished_at": format_timestamp(job.finished_at), "error_type": job.error_type,
          "kept": keeping(job) or None}
         for job in rows
@@ -58,6 +59,14 @@ def kept_line(rendered: dict[str, Any]) -> str:
     if rendered.get("state") != JobState.DISCARDED or not rendered.get("kept_until"):
         return ""
     return describe(rendered["dead_letter"], rendered["kept_until"])
+
+
+def waiting_line(rendered: dict[str, Any]) -> str:
+    """``show``'s line for people: what a parked job waits for, since and until when (INFO's ``waiting``)."""
+    waiting = rendered.get("waiting")
+    if not waiting:
+        return ""
+    return f"waiting for signal {waiting['signal']} since {waiting['since']}, until {waiting['until']}"
 
 
 def list_queues() -> list[dict[str, Any]]:

@@ -32,6 +32,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BATCH_BYTES": 32 * 1024 * 1024,
     # Largest FETCH `count`.
     "MAX_FETCH_COUNT": 1000,
+    # How often one job may snooze (docs/how-to/snooze-signals-timers.md).
+    # Snoozes spend no attempt, so without a bound a handler that always
+    # snoozes would run for ever; the snooze beyond it fails the job, not
+    # retryable, with the error type `snooze_limit`.
+    "MAX_SNOOZES": 100,
     # Default page size of list endpoints (binding §17).
     "PAGE_SIZE": 50,
     # Largest `limit` of list endpoints.

@@ -206,6 +206,7 @@ RULES: dict[str, Rule] = {
     "QUEUE_CONFIG_TTL": seconds(zero_allowed=True),
     "CRON": cron_entries,
     "PROGRESS_EVENT_INTERVAL": seconds(zero_allowed=True),
+    "MAX_SNOOZES": count(0),
     "PROGRESS_STREAMS": count(1),
     "PROGRESS_STREAM_SECONDS": seconds(zero_allowed=False),
     "PROGRESS_STREAM_POLL_INTERVAL": seconds(zero_allowed=False),

@@ -60,11 +60,16 @@ def make_due(queues: Sequence[str] | None, *, scheduled: bool) -> int:
 
     ``drain()`` runs what a test queued, retries included, without waiting
     out their backoff. They pass through the promotion the reaper makes
-    (``job.enqueued`` events and all), only earlier. Rows in seq order.
+    (``job.enqueued`` events and all), only earlier. Rows in seq order. Jobs
+    parked waiting for a signal stay parked until it comes, or their deadline.
     """
     states = [JobState.RETRYABLE, *([JobState.SCHEDULED] if scheduled else [])]
     with transaction.atomic():
-        rows = Job.objects.select_for_update(skip_locked=True).filter(state__in=states)
+        # Not a job parked on a wait: it waits for its signal, not for a time, and run now
+        # its handler's wait would only park it again (drain would loop until max_jobs).
+        rows = Job.objects.select_for_update(skip_locked=True).filter(state__in=states).exclude(
+            state=JobState.SCHEDULED, waiting_for__isnull=False
+        )
         if queues is not None:
             rows = rows.filter(queue__in=list(queues))
         due = list(rows.order_by("seq").values_list("seq", flat=True))

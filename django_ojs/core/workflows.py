@@ -194,6 +194,9 @@ def _run(
                     jobs.append(None)
                     error = {"type": exc.code, "code": exc.code, "message": f"could not enqueue: {exc.message}"}
                     more += engine.settle(item.node.path, FAILED, error=error)
+        if workflow.signals:
+            # A step started after a signal was sent to its workflow has it from the start.
+            Job.objects.filter(seq__in=[job.seq for job in jobs if job is not None]).update(signals=workflow.signals)
         for item, job in zip(planned, jobs):
             if job is not None:
                 node = nodes[item.node.path]
@@ -292,7 +295,7 @@ def failure_report(workflow: Workflow, nodes: Iterable[Any]) -> dict[str, Any]:
 # -- operator moves ------------------------------------------------------------
 
 
-class _Moved(Exception):
+class Moved(Exception):
     """The workflow started other jobs while we locked the ones we saw: look again."""
 
 
@@ -313,11 +316,11 @@ def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
                 ]
                 # Job rows first, in seq order; then the workflow's row.
                 locked = list(Job.objects.select_for_update().filter(seq__in=seqs).order_by("seq"))
-                workflow = _locked_workflow(workflow_id, allow_failed=False)
+                workflow = locked_workflow(workflow_id, allow_failed=False)
                 engine, nodes = _load(workflow)
                 open_jobs = engine.cancel()
                 if {nodes[node.path].job_seq for node in open_jobs} - {job.seq for job in locked}:
-                    raise _Moved
+                    raise Moved
                 now = db_now()
                 cancel_rows([job for job in locked if job.state not in TERMINAL], now)
                 _write(workflow, engine, nodes, now)  # the workflow ends cancelled, with its event
@@ -328,7 +331,7 @@ def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
                     ),
                 }
                 return workflow, counts
-        except _Moved:
+        except Moved:
             continue
     raise InvalidTransition(
         f"workflow {workflow_id} kept moving; try again", job_id=str(workflow_id), current_state=RUNNING
@@ -342,7 +345,7 @@ def retry_step(workflow_id: Any, path: str) -> Workflow:
     workflow is running again until it ends anew.
     """
     with transaction.atomic():
-        workflow = _locked_workflow(workflow_id, allow_failed=True)
+        workflow = locked_workflow(workflow_id, allow_failed=True)
         if workflow.state not in (FAILED, RUNNING):
             raise InvalidTransition(
                 f"workflow {workflow.id} is {workflow.state}; only a failed step of a failed or running "
@@ -375,7 +378,7 @@ def retryable(node: Any) -> bool:
     return node.kind == "job" and (node.state == FAILED or (node.state == CANCELLED and node.job_seq is not None))
 
 
-def _locked_workflow(workflow_id: Any, *, allow_failed: bool) -> Workflow:
+def locked_workflow(workflow_id: Any, *, allow_failed: bool) -> Workflow:
     workflow = Workflow.objects.select_for_update().filter(id=workflow_id).first()
     if workflow is None:
         raise NotFound(

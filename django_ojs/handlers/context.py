@@ -7,9 +7,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core import waits
 from ..core.progress import report_progress
-from ..protocol.errors import InvalidRequest
+from ..core.types import Lease
+from ..protocol.durations import format_timestamp
+from ..protocol.errors import InvalidRequest, OJSError
 from ..protocol.progress import combine, make
+from ..protocol.waits import delay, signal_name
 
 logger = logging.getLogger("django_ojs.worker")
 
@@ -29,6 +33,69 @@ class JobCancelled(Exception):
     """
 
 
+class Snooze(Exception):
+    """Raise (or return) from a handler to put the job back for ``seconds``.
+
+    The job is ``scheduled`` again until then, its lease released; the
+    attempt it ran is not charged, nothing is written to its error history,
+    and its ``snoozes`` count grows (``OJS["MAX_SNOOZES"]`` bounds it: the
+    snooze beyond fails the job). Not a failure: a handler's ``except
+    Exception`` that re-raises it keeps it working.
+    """
+
+    def __init__(self, seconds: float):
+        try:
+            self.delay = delay(seconds, field="seconds")
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
+        super().__init__(f"snooze for {seconds}s")
+
+
+class SignalTimeout(Exception):
+    """``ctx.wait_for_signal`` without a default: the signal did not come before the wait's deadline.
+
+    Unhandled, it fails the attempt like any error (the retry policy
+    decides); the wait's deadline is kept, so a retried attempt that waits
+    for the same name times out again at once, unless the signal came since.
+    """
+
+    def __init__(self, name: str, until: str | None):
+        self.name, self.until = name, until
+        super().__init__(f"signal {name!r} did not arrive before {until}")
+
+
+class Parked(BaseException):
+    """Raised by ``ctx.wait_for_signal`` and ``ctx.sleep`` once the job is parked.
+
+    The job is no longer this attempt's: the handler must stop. A
+    BaseException, so a handler's ``except Exception`` does not keep running
+    a job another worker may claim when it wakes.
+    """
+
+
+# ``wait_for_signal``'s default when the caller gives none: time out with SignalTimeout.
+_RAISE: Any = object()
+
+
+def parks(ctx: JobContext, outcome: BaseException | Any) -> bool:
+    """Whether a handler's end (what it raised, or returned) parks its job, every runner's one rule.
+
+    ``Parked``: the wait parked it already. A ``Snooze``, raised or returned,
+    is written now, on the attempt's lease; refused (the job was cancelled or
+    recovered meanwhile), it is logged and the job left as it is.
+    """
+    if isinstance(outcome, Parked):
+        return True
+    if not isinstance(outcome, Snooze):
+        return False
+    try:
+        waits.snooze(ctx.job.id, outcome.delay, lease=ctx.lease)
+        ctx.parked = True
+    except OJSError as exc:
+        logger.warning("job %s (%s): snooze refused: %s", ctx.job_id, ctx.type, exc.message)
+    return True
+
+
 class JobContext:
     """One execution of one job (ojs-middleware §4.4).
 
@@ -42,7 +109,7 @@ class JobContext:
 
     __slots__ = (
         "_beat", "_cancel_reason", "_on_cancel", "_progress_pending", "_progress_sent_at",
-        "deadline", "job", "metadata", "worker_id",
+        "deadline", "job", "metadata", "parked", "worker_id",
     )
 
     def __init__(self, job: Job, worker_id: str, beat: Callable[[], None], deadline: float | None = None):
@@ -53,6 +120,9 @@ class JobContext:
         # time.monotonic() after which the worker fails the job with a timeout.
         self.deadline = deadline
         self._beat = beat
+        # The job was put back in the store by this attempt (a snooze, a wait): the worker's
+        # heartbeat then finds it no longer held, and knows why.
+        self.parked = False
         self._cancel_reason: str | None = None
         self._progress_pending: Any = None
         self._progress_sent_at: float | None = None
@@ -97,6 +167,60 @@ class JobContext:
     def time_left(self) -> float | None:
         """Seconds until the execution timeout, or None without one."""
         return None if self.deadline is None else self.deadline - time.monotonic()
+
+    @property
+    def lease(self) -> Lease:
+        """This attempt's hold on the job: the worker and the attempt it claimed."""
+        return Lease(worker_id=self.worker_id, attempt=self.job.attempt)
+
+    @property
+    def snoozes(self) -> int:
+        """How often the job snoozed before this attempt."""
+        return self.job.snoozes
+
+    @property
+    def signals(self) -> dict[str, Any]:
+        """The signals delivered to the job when this attempt began, by name: their payloads."""
+        return {name: entry.get("payload") for name, entry in (self.job.signals or {}).items()}
+
+    def wait_for_signal(self, name: str, timeout: float, *, default: Any = _RAISE) -> Any:
+        """The payload of signal ``name``; if it has not come, park the job until it does.
+
+        Parked, the job is ``scheduled`` until the signal or ``timeout``
+        seconds after the wait first began, holding no worker slot; this call
+        then raises ``Parked`` and the handler ends. When the job wakes, the
+        handler runs again from the top (work before the wait should be
+        idempotent, or recorded as a durable step), and this call
+        returns the payload at once. Past the deadline it returns ``default``,
+        or raises ``SignalTimeout`` without one. Written on the attempt's
+        lease, under the job's row lock: a signal sent meanwhile is found.
+        """
+        checked = signal_name(name) if isinstance(name, str) else None
+        if checked is None:
+            raise ValueError("the signal's name must be a string")
+        try:
+            wait_for = delay(timeout, field="timeout")
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
+        _, outcome = waits.wait(self.job.id, checked, wait_for, lease=self.lease)
+        if outcome.delivered:
+            return outcome.payload
+        if outcome.timed_out:
+            if default is _RAISE:
+                raise SignalTimeout(checked, format_timestamp(outcome.until))
+            return default
+        self.parked = True
+        raise Parked(f"waiting for signal {checked!r}")
+
+    def sleep(self, name: str, seconds: float) -> None:
+        """A durable timer: park the job for ``seconds``, holding no worker slot, then go on.
+
+        A wait for signal ``name`` that returns None when its time is up (or
+        at once, run again after it): the handler re-runs from the top, and
+        this call returns once the timer's deadline, set by its first call,
+        has passed. Signal ``name`` ends the timer early.
+        """
+        self.wait_for_signal(name, seconds, default=None)
 
     def heartbeat(self) -> None:
         """Extend the visibility timeout now (blocks until the heartbeat is written)."""

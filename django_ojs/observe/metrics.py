@@ -61,6 +61,9 @@ FAILED = Counter("ojs_job_failed", "Jobs that reached discarded (their last atte
 RETRIED = Counter("ojs_job_retried", "Failed attempts that will be retried.", _LABELS)
 CANCELLED = Counter("ojs_job_cancelled", "Jobs cancelled.", _LABELS)
 EXPIRED = Counter("ojs_job_expired", "Jobs discarded because they expired.", _LABELS)
+SNOOZED = Counter("ojs_job_snoozed", "Snoozes: a handler put its job back for later, no attempt spent.", _LABELS)
+WAITING = Counter("ojs_job_waiting", "Jobs parked waiting for a signal or a timer.", _LABELS)
+SIGNALLED = Counter("ojs_job_signalled", "Signals delivered to jobs.", _LABELS)
 ATTEMPT_FAILED = Counter("ojs_job_attempt_failed", "Failed attempts, whatever followed.", _LABELS)
 RECOVERED = Counter(
     "ojs_reaper_recovered", "Attempts the server took back: dead worker, lapsed lease, execution timeout.",
@@ -77,6 +80,7 @@ QUEUE_TIME = Histogram(
 _BY_TYPE = {
     "job.enqueued": ENQUEUED, "job.completed": COMPLETED, "job.discarded": FAILED, "job.retrying": RETRIED,
     "job.cancelled": CANCELLED, "job.expired": EXPIRED, "job.failed": ATTEMPT_FAILED,
+    "job.snoozed": SNOOZED, "job.waiting": WAITING, "job.signalled": SIGNALLED,
 }
 _RECOVERIES = {"worker_death", "visibility_timeout", "timeout"}
 

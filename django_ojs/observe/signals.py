@@ -53,6 +53,10 @@ job_discarded = Signal()
 job_cancelled = Signal()
 job_expired = Signal()
 job_progress = Signal()
+# This server's extension (docs/how-to/snooze-signals-timers.md).
+job_snoozed = Signal()
+job_waiting = Signal()
+job_signalled = Signal()
 worker_started = Signal()
 worker_stopped = Signal()
 # worker.stopped with reason "dead": the reaper declared the worker dead.
@@ -73,6 +77,9 @@ BY_TYPE: dict[str, Signal] = {
     "job.cancelled": job_cancelled,
     "job.expired": job_expired,
     "job.progress": job_progress,
+    "job.snoozed": job_snoozed,
+    "job.waiting": job_waiting,
+    "job.signalled": job_signalled,
     "worker.started": worker_started,
     "worker.stopped": worker_stopped,
     "queue.paused": queue_paused,

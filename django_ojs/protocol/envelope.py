@@ -47,6 +47,7 @@ SYSTEM_ATTRIBUTES = frozenset(
         "completed_at", "cancelled_at", "discarded_at", "finished_at", "error", "errors",
         "result", "worker_id", "retry_delay_ms", "next_attempt_at", "next_retry_at",
         "dead_letter", "kept_until", "lease_expires_at", "deadline_at", "releases", "run_at", "visibility_deadline",
+        "snoozes", "signals", "waiting",
     }
 )
 # Top-level attributes this module reads; everything else is preserved as given.
@@ -528,8 +529,24 @@ def render_job(job: Any, *, errors: Iterable[Any] | None = None) -> dict[str, An
         kept_until = getattr(job, "kept_until", None)
         if kept_until is not None:
             out["kept_until"] = format_timestamp(kept_until)
+    out.update(render_waits(job))
     if errors is not None:
         out["errors"] = [render_error(entry) for entry in errors]
+    return out
+
+
+def render_waits(job: Any) -> dict[str, Any]:
+    """This server's snooze and signals extension on a job: how often it snoozed, the signals
+    delivered to it, and -- while it is parked on one -- what it waits for, since and until when."""
+    out: dict[str, Any] = {}
+    if getattr(job, "snoozes", 0):
+        out["snoozes"] = job.snoozes
+    if getattr(job, "signals", None):
+        out["signals"] = job.signals
+    name = getattr(job, "waiting_for", None)
+    if name and job.state == JobState.SCHEDULED:
+        record = (job.waits or {}).get(name) or {}
+        out["waiting"] = {"signal": name, "since": record.get("since"), "until": record.get("until")}
     return out
 
 

@@ -43,6 +43,10 @@ class Move(StrEnum):
     DISCARD = "discard"  # an operator discards a waiting job
     RESURRECT = "resurrect"  # manual retry from the dead letter (discarded -> available)
     DEFER = "defer"  # a rate limit's on_limit "reschedule": available -> scheduled
+    # This server's extension (docs/how-to/snooze-signals-timers.md): the handler puts
+    # its job back for later, its attempt not charged -- for a time, or until a signal.
+    SNOOZE = "snooze"
+    WAIT = "wait"
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ MOVES: dict[Move, Transition] = {
     Move.DISCARD: Transition(WAITING, S.DISCARDED),
     Move.RESURRECT: Transition(frozenset({S.DISCARDED}), S.AVAILABLE),
     Move.DEFER: Transition(frozenset({S.AVAILABLE}), S.SCHEDULED),
+    Move.SNOOZE: Transition(frozenset({S.ACTIVE}), S.SCHEDULED),
+    Move.WAIT: Transition(frozenset({S.ACTIVE}), S.SCHEDULED),
 }
 del S
 

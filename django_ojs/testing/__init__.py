@@ -38,7 +38,7 @@ from ..core.claim import fetch
 from ..core.settle import ack, fail
 from ..core.testing import claim_job, make_due
 from ..core.types import Lease
-from ..handlers.context import JobContext
+from ..handlers.context import JobContext, Parked, Snooze, parks
 from ..handlers.middleware import execution_chain, run_execution
 from ..handlers.registry import registry
 from ..models import Job
@@ -74,6 +74,8 @@ class Ran:
     job: Job
     result: Any = None
     error: BaseException | None = None
+    # The handler snoozed or waits for a signal: the job is scheduled again.
+    parked: bool = False
 
     @property
     def failed(self) -> bool:
@@ -211,9 +213,15 @@ class JobsUnderTest:
         else:
             try:
                 result = run_execution(list(chain), job, ctx, lambda: handler.invoke(ctx, job.args))
+            except Parked as exc:
+                return self._parked(job, ctx, exc)
             except Exception as exc:  # any handler error is the attempt's failure
+                if isinstance(exc, Snooze):
+                    return self._parked(job, ctx, exc)
                 error, failure = exc, failures.failure_from_exception(exc)
             else:
+                if isinstance(result, Snooze):
+                    return self._parked(job, ctx, result)
                 try:
                     json.dumps(result)
                 except (TypeError, ValueError) as exc:
@@ -225,6 +233,13 @@ class JobsUnderTest:
             ack(job.id, result=result, lease=lease)
             outcome = Ran(job, result=result)
         job.refresh_from_db()
+        self.ran.append(outcome)
+        return outcome
+
+    def _parked(self, job: Job, ctx: JobContext, ending: BaseException) -> Ran:
+        parks(ctx, ending)  # a Snooze is written here, as the worker writes it
+        job.refresh_from_db()
+        outcome = Ran(job, parked=True)
         self.ran.append(outcome)
         return outcome
 

@@ -35,11 +35,12 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from ..handlers.context import Snooze
 from ..handlers.middleware import Middleware, run_execution
 from ..handlers.registry import HandlerRegistry, JobHandler
 from ..protocol.failure import Failure
 from . import failures
-from .execution import Execution, Observed, Outcome
+from .execution import Execution, Observed, Outcome, ended_by
 
 logger = logging.getLogger("django_ojs.worker")
 
@@ -83,7 +84,10 @@ class AsyncRunner:
             # The runtime gave the job up (it decided the outcome already); nothing to report.
             return Outcome(failure=Failure(type="cancelled", message=ctx.cancel_reason or "cancelled"))
         except BaseException as exc:  # a handler's SystemExit must not stop the loop either
-            return Outcome(failure=failures.failure_from_exception(exc, omit_backtrace=self.omit_backtraces))
+            # A snooze is written to the store: in a thread, not on the loop.
+            return await asyncio.to_thread(ended_by, ctx, exc, self.omit_backtraces)
+        if isinstance(result, Snooze):
+            return await asyncio.to_thread(ended_by, ctx, result, self.omit_backtraces)
         return Outcome.of_result(result)
 
     def _chain_in_thread(self, handler: JobHandler, execution: Execution, loop: asyncio.AbstractEventLoop) -> Any:

@@ -12,7 +12,7 @@ from django.db import close_old_connections
 
 from ..conf import ojs_settings
 from ..core.types import Lease
-from ..handlers.context import JobContext
+from ..handlers.context import JobContext, parks
 from ..handlers.middleware import Middleware, run_execution
 from ..handlers.registry import HandlerRegistry
 from ..observe.tracing import Consuming
@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A finished attempt: a result (``failure`` None) or a failure."""
+    """A finished attempt: a result (``failure`` None) or a failure; or ``parked``, already written
+    (the handler snoozed or waits for a signal: the job is back in the store, nothing to report)."""
 
     result: Any = None
     failure: Failure | None = None
+    parked: bool = False
 
     @classmethod
     def of_result(cls, result: Any) -> Outcome:
@@ -39,6 +41,16 @@ class Outcome:
             except (TypeError, ValueError) as exc:
                 return cls(failure=failures.invalid_result(exc))
         return cls(result=result)
+
+
+PARKED = Outcome(parked=True)
+
+
+def ended_by(ctx: JobContext, exc: BaseException, omit_backtraces: bool) -> Outcome:
+    """The outcome of a handler that raised ``exc``: parked (a snooze, a wait), or the attempt's failure."""
+    if parks(ctx, exc):
+        return PARKED
+    return Outcome(failure=failures.failure_from_exception(exc, omit_backtrace=omit_backtraces))
 
 
 class Observed:
@@ -84,7 +96,7 @@ class _Around:
         if self.span is not None:
             self.span.finished(outcome.failure)
         if self.observed.observe is not None:
-            state = "completed" if outcome.failure is None else "failed"
+            state = "parked" if outcome.parked else "completed" if outcome.failure is None else "failed"
             self.observed.observe(self.execution.job, state, time.perf_counter() - self.started)
         return outcome
 
@@ -149,8 +161,8 @@ class Runner:
             try:
                 result = run_execution(self.middlewares, job, ctx, lambda: handler.invoke(ctx, job.args))
             except BaseException as exc:  # SystemExit in a handler must not cost the slot either
-                return Outcome(failure=failures.failure_from_exception(exc, omit_backtrace=self.omit_backtraces))
-            return Outcome.of_result(result)
+                return ended_by(ctx, exc, self.omit_backtraces)
+            return PARKED if parks(ctx, result) else Outcome.of_result(result)
         finally:
             ctx.flush_progress()  # the last report a throttled ctx.progress() held back
             close_old_connections()

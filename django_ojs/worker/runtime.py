@@ -140,6 +140,8 @@ class Stats:
     failed: int = 0
     # Outcomes the store refused: the job was cancelled or recovered meanwhile.
     dropped: int = 0
+    # Attempts whose handler snoozed or waits for a signal: the job is back in the store.
+    parked: int = 0
     max_in_flight: int = 0
 
 
@@ -319,8 +321,8 @@ class Runtime:
             self._health.stop()
         self._waker.close()
         logger.info(
-            "worker %s stopped: %d completed, %d failed, %d dropped, at most %d of %d slots in use",
-            self.id, self.stats.completed, self.stats.failed, self.stats.dropped,
+            "worker %s stopped: %d completed, %d failed, %d parked, %d dropped, at most %d of %d slots in use",
+            self.id, self.stats.completed, self.stats.failed, self.stats.parked, self.stats.dropped,
             self.stats.max_in_flight, self.config.concurrency,
         )
         return 0 if clean else 1
@@ -524,7 +526,9 @@ class Runtime:
             except Empty:
                 return
             execution.thread_done = True
-            if execution.outcome is None and not execution.released:
+            if outcome is not None and outcome.parked and not execution.released:
+                self._parked(execution)
+            elif execution.outcome is None and not execution.released:
                 self._decide(execution, outcome or Outcome(failure=_runner_bug()))
             else:
                 # Failed or released while the handler ran: its result is discarded.
@@ -555,10 +559,20 @@ class Runtime:
                 earliest = execution.deadline
         self._earliest_deadline = earliest
 
+    def _parked(self, execution: Execution) -> None:
+        """Snoozed or waiting for a signal: the handler's thread wrote the job back to the store already."""
+        execution.released = True
+        self._undecided -= 1
+        self.stats.parked += 1
+        self._forget_if_done(execution)
+
     def _release_unfinished(self, held: HeldJob, reason: str) -> None:
         """The store took this attempt away (cancelled, or recovered): stop reporting it."""
         execution = self._table.get((held.job_id, held.attempt))
-        if execution is not None and not execution.released and execution.outcome is None:
+        if execution is not None and not execution.released and execution.outcome is None and execution.ctx.parked:
+            # Not taken away: its handler parked it, and the heartbeat saw that before the handler's end.
+            self._parked(execution)
+        elif execution is not None and not execution.released and execution.outcome is None:
             logger.warning("job %s (%s) attempt %d: %s; its result will be discarded",
                            held.job_id, execution.job.type, held.attempt, reason)
             execution.ctx.cancel(reason)

@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from django_ojs.core import queue_settings
 from django_ojs.core.clock import db_now
 from django_ojs.core.history import HOUR, hour_floor, minute_floor
-from django_ojs.core.types import WorkerInfo
+from django_ojs.core.types import Lease, WorkerInfo
 from django_ojs.models import ApiKey, Job, JobError, Queue, StatsBucket, Worker
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
@@ -688,3 +688,26 @@ def test_the_overview_chart_offers_the_last_hour_day_and_month_and_draws_what_th
     expect(page.locator(".ojs-chart-choices strong")).to_have_text("last 30 days")
     expect(hovers).to_have_count(30)
     screenshot(page, "23-overview-chart-month")
+
+
+def test_find_a_job_waiting_for_a_signal_and_send_it(page, live_server):
+    job = Job.objects.push(parse_job({"type": "order.ship", "args": [42], "options": {"queue": "orders"}}))
+    Job.objects.fetch(["orders"], worker_id="w1")
+    Job.objects.wait(job.id, "approved", dt.timedelta(hours=1), lease=Lease("w1", 1))
+
+    page.goto(f"{live_server.url}/admin/django_ojs/job/")
+    page.click('#changelist-filter a[href="?waiting=signal"]')
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text("waits for approved")
+    page.click(f'a:has(code[title="{job.id}"])')
+    expect(page.locator("code.ojs-waiting-for")).to_have_text("approved")
+    page.click("a.ojs-signal-link")
+    expect(page.locator("#ojs-signal-name")).to_have_value("approved")
+    page.fill("#ojs-signal-payload", '{"by": "ann"}')
+    screenshot(page, "job-send-signal")
+    page.click('input[type="submit"][value="Send the signal"]')
+    expect(page.locator("ul.messagelist")).to_contain_text("Signal approved delivered; the job is available.")
+    expect(page.locator('[data-signal="approved"]')).to_be_visible()
+    stored = Job.objects.get(id=job.id)
+    assert (stored.state, stored.signals["approved"]["payload"]) == ("available", {"by": "ann"})

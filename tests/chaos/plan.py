@@ -109,15 +109,52 @@ KINDS = {
 }
 
 
+# -- snooze and signals (docs/how-to/snooze-signals-timers.md) ------------------------------
+# ``snoozy`` snoozes SNOOZES times for ``seconds`` each, then completes: its snoozes
+# must spend no attempt. ``waiter`` waits for the signal SIGNAL: the signaller
+# (``ojs_chaos_signal``) sends it as soon as the job exists ("early", often before
+# it parks), ``seconds`` after it was enqueued ("late", usually after), or never
+# ("never": its wait times out after ``seconds`` and returns None). Each must
+# complete once, with the payload it was sent (``waiter_payload``) or None.
+SNOOZES = 2
+SIGNAL = "go"
+# A signalled waiter's timeout: longer than any run, so only the signal wakes it.
+SIGNALLED_TIMEOUT = 900.0
+WAIT_MODES = {"early": 0.35, "late": 0.4, "never": 0.25}
+KINDS.update(
+    (kind.name, kind)
+    for kind in (
+        Kind("snoozy", 0.04, SUCCESS_MAX_ATTEMPTS, (0.2, 1.0)),
+        Kind("waiter", 0.04, SUCCESS_MAX_ATTEMPTS, (1.0, 6.0)),
+    )
+)
+
+
+def wait_mode(seed: int, index: int) -> str:
+    """How the signaller treats waiter ``index``: drawn apart from the plan's draws, which stay as they were."""
+    rng = random.Random(f"wait-{seed}-{index}")
+    return rng.choices(list(WAIT_MODES), list(WAIT_MODES.values()))[0]
+
+
+def waiter_payload(index: int) -> dict[str, Any]:
+    """The payload the signaller sends waiter ``index``, and its result carries."""
+    return {"index": index}
+
+
 @dataclass(frozen=True)
 class PlannedJob:
     index: int
     kind: str
     seconds: float
+    # A waiter's: early, late or never (wait_mode).
+    mode: str = ""
 
     def enqueue_item(self) -> dict[str, Any]:
         """The ``enqueue_many`` item (the handler's defaults supply queue, retry, visibility timeout)."""
-        return {"type": KINDS[self.kind].type, "args": [self.kind, self.index, self.seconds]}
+        args: list[Any] = [self.kind, self.index, self.seconds]
+        if self.mode:
+            args.append(self.mode)
+        return {"type": KINDS[self.kind].type, "args": args}
 
 
 def plan(jobs: int, seed: int) -> list[PlannedJob]:
@@ -128,10 +165,15 @@ def plan(jobs: int, seed: int) -> list[PlannedJob]:
     planned = []
     for index in range(jobs):
         kind = KINDS[rng.choices(names, weights)[0]]
-        planned.append(PlannedJob(index, kind.name, round(rng.uniform(*kind.seconds), 3)))
+        mode = wait_mode(seed, index) if kind.name == "waiter" else ""
+        planned.append(PlannedJob(index, kind.name, round(rng.uniform(*kind.seconds), 3), mode))
     return planned
 
 
-def expected_result(kind: str, index: int, attempt: int) -> dict[str, Any]:
-    """What a successful handler returns: enough to tell a stale attempt's result from the last one's."""
-    return {"kind": kind, "index": index, "attempt": attempt}
+def expected_result(kind: str, index: int, attempt: int, args: list[Any] | None = None) -> dict[str, Any]:
+    """What a successful handler returns: enough to tell a stale attempt's result from the last one's;
+    a waiter's adds the payload its wait returned, from its ``args`` (None if it was never signalled)."""
+    result: dict[str, Any] = {"kind": kind, "index": index, "attempt": attempt}
+    if kind == "waiter" and args is not None:
+        result["payload"] = None if args[3] == "never" else waiter_payload(index)
+    return result

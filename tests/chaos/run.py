@@ -83,12 +83,14 @@ def _run(
         "--seconds",
         str(config.seconds * FEED_SHARE),
     )
+    # Snooze and signals: the waiters' signals, sent early, late or never as planned.
+    signaller = fleet.manage("signaller", "ojs_chaos_signal", "--jobs", str(config.jobs), "--seed", str(config.seed))
     began = time.time()
     driver.act_for(config.seconds)
     driver.calm()
     say(f"chaos over after {time.time() - began:.0f}s; draining")
     drain_began = time.time()
-    drained = _drain(cluster, driver, feeder, config, say)
+    drained = _drain(cluster, driver, [feeder, signaller], config, say)
     drain_seconds = time.time() - drain_began
     driver.stop_all()
     with cluster.connect(DATABASE) as conn:
@@ -118,9 +120,10 @@ def _run(
 
 
 def _drain(
-    cluster: ThrowawayCluster, driver: Driver, feeder, config: ChaosConfig, say: Callable[[str], None]
+    cluster: ThrowawayCluster, driver: Driver, feeders: list, config: ChaosConfig, say: Callable[[str], None]
 ) -> bool:
-    """Wait until the feeder is done and no job is open; False if that did not happen in time."""
+    """Wait until the feeders (the jobs', the signals') are done and no job is open; False if that did not
+    happen in time."""
     deadline = time.monotonic() + config.drain_timeout
     last_said = 0.0
     with cluster.connect(DATABASE, autocommit=True) as conn:
@@ -134,7 +137,7 @@ def _drain(
         def drained() -> bool:
             nonlocal last_said
             driver.tend()
-            if feeder.alive():
+            if any(feeder.alive() for feeder in feeders):
                 return False
             left = open_jobs()
             if time.monotonic() - last_said > 10:
@@ -146,8 +149,9 @@ def _drain(
             wait_until(drained, max(deadline - time.monotonic(), 0), "the jobs to drain", interval=0.5)
         except WaitTimeout:
             return False
-    if feeder.returncode != 0:
-        driver.unexpected.append(
-            f"the feeder exited with status {feeder.returncode}: {feeder.output()[-600:]}"
-        )
+    for feeder in feeders:
+        if feeder.returncode != 0:
+            driver.unexpected.append(
+                f"the {feeder.role} exited with status {feeder.returncode}: {feeder.output()[-600:]}"
+            )
     return True

@@ -125,7 +125,31 @@ def test_each_violation_is_found_and_a_clean_job_passes():
         "false_deaths": 1,
         "stuck": 1,
         "unexpected_exits": 0,
+        "snoozes": 0,
     }
     assert not verdict.passed
     assert verdict.figures["avoidable re-runs"] == 1  # job-1: worker w-1 was declared dead, not killed
     assert "verdict: FAILED" in verdict.render()
+
+
+def test_a_snoozed_or_parked_attempt_explains_its_rerun_and_snoozes_are_counted():
+    """Snooze and signals: a run that ended parked is no unexplained re-run; a snoozy job must have
+    snoozed SNOOZES times, each a release; a waiter must carry the payload it was sent, or None."""
+    snoozy = JobRow("job-0", "chaos.snoozy", ["snoozy", 0, 0.2], "completed", 3, 10, 2,
+                    expected_result("snoozy", 0, 3), snoozes=2)
+    short = JobRow("job-1", "chaos.snoozy", ["snoozy", 1, 0.2], "completed", 2, 10, 1,
+                   expected_result("snoozy", 1, 2), snoozes=1)
+    signalled = JobRow("job-2", "chaos.waiter", ["waiter", 2, 3.0, "late"], "completed", 2, 10, 1,
+                       {**expected_result("waiter", 2, 2), "payload": {"index": 2}})
+    lost_payload = JobRow("job-3", "chaos.waiter", ["waiter", 3, 3.0, "early"], "completed", 1, 10, 0,
+                          {**expected_result("waiter", 3, 1), "payload": None})
+    timed_out = JobRow("job-4", "chaos.waiter", ["waiter", 4, 3.0, "never"], "completed", 2, 10, 1,
+                       {**expected_result("waiter", 4, 2), "payload": None})
+    runs = [_run(0, 1), _run(0, 2), _run(0, 3), _run(1, 1), _run(1, 2), _run(2, 1), _run(2, 2), _run(3, 1),
+            _run(4, 1), _run(4, 2)]
+    parks = {("job-0", 1), ("job-0", 2), ("job-1", 1), ("job-2", 1), ("job-4", 1)}
+    store = Store([snoozy, short, signalled, lost_payload, timed_out], [], runs, claims={}, deaths=[],
+                  registrations=[], parks=parks)
+    verdict = judge(store, planned=5, interventions=Interventions([]), postgres_log="", unexpected_exits=[])
+    counts = {check.name: check.count for check in verdict.checks}
+    assert (counts["unexplained_reruns"], counts["snoozes"], counts["outcomes"]) == (0, 1, 1)

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .plan import HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT, KINDS, QUEUE, expected_result
+from .plan import HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT, KINDS, QUEUE, SNOOZES, expected_result
 
 OPEN_STATES = ("available", "active", "retryable", "scheduled", "pending")
 # Errors the chaos causes (as opposed to the handlers' own).
@@ -40,6 +40,7 @@ class JobRow:
     max_attempts: int
     releases: int
     result: Any
+    snoozes: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class Store:
     claims: dict[tuple[str, int], tuple[str | None, float]]
     deaths: list[WorkerEvent]
     registrations: list[WorkerEvent]
+    # (job id, attempt) of the attempts that ended parked -- snoozed or waiting for a
+    # signal (job.snoozed, job.waiting): they re-run with no error, by design.
+    parks: set[tuple[str, int]] = field(default_factory=set)
 
 
 def _epoch(value: dt.datetime | None) -> float | None:
@@ -84,9 +88,9 @@ def _epoch(value: dt.datetime | None) -> float | None:
 def read_store(conn: Any) -> Store:
     """Everything the verdict reads, from a psycopg connection to the run's database."""
     jobs = [
-        JobRow(str(id_), type_, args, state, attempt, max_attempts, releases, result)
-        for id_, type_, args, state, attempt, max_attempts, releases, result in conn.execute(
-            "SELECT id, type, args, state, attempt, max_attempts, releases, result FROM django_ojs_job "
+        JobRow(str(id_), type_, args, state, attempt, max_attempts, releases, result, snoozes)
+        for id_, type_, args, state, attempt, max_attempts, releases, result, snoozes in conn.execute(
+            "SELECT id, type, args, state, attempt, max_attempts, releases, result, snoozes FROM django_ojs_job "
             "WHERE queue = %s",
             [QUEUE],
         )
@@ -126,7 +130,15 @@ def read_store(conn: Any) -> Store:
             "SELECT data->>'worker_id', time FROM django_ojs_event WHERE type = 'worker.started'"
         )
     ]
-    return Store(jobs, errors, executions, claims, deaths, registrations)
+    parks = {
+        (str(job_id), int(attempt))
+        for job_id, attempt in conn.execute(
+            "SELECT job_id, data->>'attempt' FROM django_ojs_event "
+            "WHERE type IN ('job.snoozed', 'job.waiting') AND queue = %s",
+            [QUEUE],
+        )
+    }
+    return Store(jobs, errors, executions, claims, deaths, registrations, parks)
 
 
 @dataclass(frozen=True)
@@ -339,7 +351,8 @@ def judge(
         _lost(store, planned),
         _outcomes(store),
         _double_runs(runs),
-        _unexplained_reruns(jobs, runs, errors),
+        _unexplained_reruns(jobs, runs, errors, store.parks),
+        _snoozes(store),
         Check(
             "deadlocks",
             'no "deadlock detected" in the PostgreSQL log',
@@ -362,6 +375,7 @@ def judge(
         "lost jobs": _check(checks, "lost").count,
         "double runs": _check(checks, "double_runs").count,
         "unexplained re-runs": _check(checks, "unexplained_reruns").count,
+        "snoozes / parked attempts": f"{sum(job.snoozes for job in store.jobs)} / {len(store.parks)}",
         "avoidable re-runs": avoidable,
         "re-runs while the earlier run was still going": overlapping,
         "deadlocks": _check(checks, "deadlocks").count,
@@ -412,7 +426,7 @@ def _outcomes(store: Store) -> Check:
                 )
             continue
         if job.state == "completed":
-            expected = expected_result(kind_name, index, job.attempt)
+            expected = expected_result(kind_name, index, job.attempt, job.args)
             if job.result != expected:
                 check.evidence.append(
                     f"job {job.id} ({kind_name}) completed with {job.result}, expected {expected}"
@@ -421,6 +435,20 @@ def _outcomes(store: Store) -> Check:
         chaos_only = error_types[job.id] <= CHAOS_ERRORS
         if not (job.state == "discarded" and chaos_only and charged >= kind.max_attempts):
             check.evidence.append(f"job {job.id} ({kind_name}) is {job.state}, expected completed")
+    return check
+
+
+def _snoozes(store: Store) -> Check:
+    """Snooze and signals: a snoozing job snoozed as often as its handler asks, and no snooze spent an attempt."""
+    check = Check("snoozes", f"every snoozy job completed after {SNOOZES} snoozes, none of them charged")
+    for job in store.jobs:
+        if job.args[0] != "snoozy" or job.state != "completed":
+            continue  # an open or failed one is reported by open_jobs or outcomes
+        if job.snoozes != SNOOZES or job.releases < job.snoozes:
+            check.evidence.append(
+                f"job {job.id} completed with {job.snoozes} snoozes and {job.releases} releases; "
+                f"expected {SNOOZES} snoozes, each a release"
+            )
     return check
 
 
@@ -437,8 +465,12 @@ def _unexplained_reruns(
     jobs: dict[str, JobRow],
     runs: dict[tuple[str, int], list[ExecutionRow]],
     errors: dict[tuple[str, int], list[ErrorRow]],
+    parks: set[tuple[str, int]],
 ) -> Check:
-    check = Check("unexplained_reruns", "every re-run follows an error recorded for the attempt before it")
+    check = Check(
+        "unexplained_reruns",
+        "every re-run follows an error recorded for the attempt before it, or its snooze or wait",
+    )
     attempts: dict[str, list[int]] = defaultdict(list)
     for job_id, attempt in runs:
         attempts[job_id].append(attempt)
@@ -446,7 +478,7 @@ def _unexplained_reruns(
         job = jobs.get(job_id)
         last = job.attempt if job else max(executed)
         for attempt in sorted(executed):
-            if attempt < last and not errors.get((job_id, attempt)):
+            if attempt < last and not errors.get((job_id, attempt)) and (job_id, attempt) not in parks:
                 check.evidence.append(
                     f"job {job_id}: attempt {attempt} ran and the job moved on to attempt {last} "
                     f"with no error recorded for attempt {attempt}"

@@ -17,10 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django_ojs.canvas import chain, signature
 from django_ojs.core.clock import db_now
 from django_ojs.core.history import MINUTE, TRANSITIONS, minute_floor
 from django_ojs.core.progress import report_progress
-from django_ojs.core.types import WorkerInfo
+from django_ojs.core.types import Lease, WorkerInfo
 from django_ojs.models import ApiKey, Job, StatsBucket, Worker
 from django_ojs.protocol.durations import parse_timestamp
 from django_ojs.protocol.envelope import parse_job
@@ -28,8 +29,10 @@ from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.progress import Report
 from tests.helpers import history_running_since
 
-__all__ = ["active_job", "api_key", "busy_history", "complete_next", "dead_letter_job", "discarded_job", "finished_at",
-           "push", "report_on_next", "silent_worker", "worker"]
+__all__ = [
+    "active_job", "api_key", "busy_history", "complete_next", "dead_letter_job", "discarded_job", "finished_at",
+    "parked_job", "push", "report_on_next", "running_workflow", "silent_worker", "worker",
+]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
 WORKER = "worker-1"
@@ -77,6 +80,20 @@ def report_on_next(queue: str = "default", progress: float | None = None, data: 
     [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
     assert report_progress(claimed.id, Report(progress, data, message), attempt=claimed.attempt, worker_id=WORKER)
     return str(claimed.id)
+
+
+def parked_job(signal: str, job_type: str = "order.ship", queue: str = "orders", timeout: float = 86400) -> str:
+    """A job whose handler waits for ``signal``: parked (scheduled) until it comes or ``timeout`` seconds pass; its id."""
+    job_id = active_job(job_type, queue)
+    Job.objects.wait(job_id, signal, dt.timedelta(seconds=timeout), lease=Lease(WORKER, 1))
+    return job_id
+
+
+def running_workflow(*job_types: str, queue: str = "default") -> str:
+    """A chain of jobs of ``job_types``, its first step claimed by a worker; the workflow's id."""
+    workflow = chain(*(signature(job_type, [], queue=queue) for job_type in job_types)).enqueue()
+    Job.objects.fetch([queue], worker_id=WORKER)
+    return str(workflow.id)
 def api_key(*scopes: str) -> str:
     """A new API key holding ``scopes``; its secret, for the ``Authorization`` header."""
     return ApiKey.objects.issue("docs " + "+".join(scopes), list(scopes))[1]

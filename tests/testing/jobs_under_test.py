@@ -42,3 +42,15 @@ async def async_fetch(ctx, n):
 @django_ojs.job("tt.bad_result")
 def bad_result(ctx):
     return {"not json": object()}
+
+
+@django_ojs.job("tt.snooze_once")
+def snooze_once(ctx):
+    if ctx.snoozes < 1:
+        raise django_ojs.Snooze(3600)
+    return ctx.snoozes
+
+
+@django_ojs.job("tt.approval")
+def approval(ctx):
+    return ctx.wait_for_signal("approved", 3600)

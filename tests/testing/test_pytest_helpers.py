@@ -149,3 +149,16 @@ def test_a_job_whose_handler_is_missing_when_it_runs_is_put_back_not_discarded(o
     # Released: the attempt is not charged against max_attempts.
     assert (job.state, job.attempt - job.releases) == ("available", 0)
     assert JobError.objects.get(job=job).type == "HandlerNotFound"
+
+
+def test_drain_parks_snoozes_and_waits_and_with_scheduled_runs_a_snoozed_job_not_a_waiting_one(ojs_jobs):
+    snoozed, waiting = handlers.snooze_once.enqueue(), handlers.approval.enqueue()
+    ran = ojs_jobs.drain()
+    assert [(entry.job.id, entry.parked) for entry in ran] == [(snoozed.id, True), (waiting.id, True)]
+    # The snooze's hour is skipped; the wait for a signal is not a time to skip: it stays parked.
+    ran = ojs_jobs.drain(with_scheduled=True)
+    assert [(entry.job.id, entry.result) for entry in ran] == [(snoozed.id, 1)]
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.waiting_for) == ("scheduled", "approved")
+    django_ojs.signal(waiting.id, "approved", "yes")
+    assert [entry.result for entry in ojs_jobs.drain()] == ["yes"]

@@ -49,6 +49,9 @@ EXPIRY_AND_DISCARD = [
     (S.RETRYABLE, S.DISCARDED),
     (S.AVAILABLE, S.SCHEDULED),
 ]
+# This server's snooze and wait (docs/how-to/snooze-signals-timers.md): a running
+# job put back for later, its lease released, no new state.
+PARKED = [(S.ACTIVE, S.SCHEDULED)]
 
 # ojs-core §6.4, "Invalid Transitions (examples)".
 INVALID_EXAMPLES = [
@@ -71,8 +74,8 @@ def test_the_spec_invalid_examples_are_refused(source, destination):
     assert not is_allowed(source, destination)
 
 
-def test_the_table_allows_nothing_beyond_the_spec_and_expiry():
-    assert ALLOWED_PAIRS == frozenset(SECTION_6_4 + SECTION_6_3_EXTRA + EXPIRY_AND_DISCARD)
+def test_the_table_allows_nothing_beyond_the_spec_expiry_and_parking():
+    assert ALLOWED_PAIRS == frozenset(SECTION_6_4 + SECTION_6_3_EXTRA + EXPIRY_AND_DISCARD + PARKED)
 
 
 def test_terminal_states_have_no_way_out_but_manual_retry_of_discarded():

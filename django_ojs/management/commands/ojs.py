@@ -11,15 +11,16 @@ report, run again).
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from ...cli import output, reads
-from ...core import bulk, maintenance_mode, queues
+from ...core import bulk, maintenance_mode, queues, waits
 from ...core.dead_letter import KEPT_AS
-from ...core.selection import JobFilter
+from ...core.selection import JobFilter, job_uuid
 from ...protocol.durations import parse_duration
 from ...protocol.envelope import validate_queue_name
 from ...protocol.errors import OJSError
@@ -53,6 +54,14 @@ class Command(BaseCommand):
         show = commands.add_parser("show", help="one job in full, with its error history")
         show.add_argument("job_id")
         _json(show)
+
+        signal = commands.add_parser(
+            "signal", help="deliver a signal to a job: stored on it, and the job woken if it waits for that name"
+        )
+        signal.add_argument("job_id")
+        signal.add_argument("name", help="the signal's name, as the handler waits for it")
+        signal.add_argument("--payload", default="null", help="a JSON value the handler's wait returns")
+        _json(signal)
 
         for name, text in BULK_HELP.items():
             move = commands.add_parser(name, help=text, description=text)
@@ -102,8 +111,18 @@ class Command(BaseCommand):
     def do_show(self, options: dict[str, Any]) -> None:
         job = reads.show_job(options["job_id"])
         # People read what a discarded job is kept as in one line under it; scripts read dead_letter, kept_until.
-        kept = reads.kept_line(job)
-        self.emit(options, job, lambda: output.as_json(job) + (f"\n{kept}" if kept else ""))
+        lines = [line for line in (reads.kept_line(job), reads.waiting_line(job)) if line]
+        self.emit(options, job, lambda: "\n".join([output.as_json(job), *lines]))
+
+    def do_signal(self, options: dict[str, Any]) -> None:
+        try:
+            value = json.loads(options["payload"])
+        except ValueError as exc:
+            raise CommandError(f"--payload must be JSON: {exc}") from exc
+        name = options["name"]
+        job = waits.signal(job_uuid(options["job_id"]), name, value)
+        body = {"job_id": str(job.id), "signal": name, "state": job.state}
+        self.emit(options, body, lambda: f"signal {name} delivered to job {job.id}, which is {job.state}")
 
     def do_queues(self, options: dict[str, Any]) -> None:
         rows = reads.list_queues()

@@ -26,7 +26,7 @@ from django.utils import timezone
 import django_ojs
 from django_ojs.handlers.context import JobContext
 
-from ..plan import KINDS, expected_result
+from ..plan import KINDS, SIGNAL, SIGNALLED_TIMEOUT, SNOOZES, expected_result
 from .models import Execution
 
 logger = logging.getLogger("tests.chaos")
@@ -108,5 +108,22 @@ def _run(ctx: JobContext, kind: str, index: int, seconds: float) -> dict[str, An
         return expected_result(kind, index, ctx.attempt)
 
 
+def _snooze(ctx: JobContext, kind: str, index: int, seconds: float) -> dict[str, Any]:
+    """Snooze SNOOZES times, then complete: every run recorded, the snoozed ones too."""
+    with recorded(ctx):
+        if ctx.snoozes < SNOOZES:
+            raise django_ojs.Snooze(seconds)
+        return expected_result(kind, index, ctx.attempt)
+
+
+def _wait(ctx: JobContext, kind: str, index: int, seconds: float, mode: str) -> dict[str, Any]:
+    """Wait for SIGNAL: parked until the signaller sends it, or for ``seconds`` if it never will."""
+    with recorded(ctx):
+        timeout = seconds if mode == "never" else SIGNALLED_TIMEOUT
+        payload = ctx.wait_for_signal(SIGNAL, timeout, default=None)
+        return {**expected_result(kind, index, ctx.attempt), "payload": payload}
+
+
+HANDLERS = {"snoozy": _snooze, "waiter": _wait}
 for _kind in KINDS.values():
-    django_ojs.job(_kind.type, **_kind.options())(_run)
+    django_ojs.job(_kind.type, **_kind.options())(HANDLERS.get(_kind.name, _run))

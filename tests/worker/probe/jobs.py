@@ -100,3 +100,34 @@ async def async_progress_then_fail(ctx: JobContext) -> None:
     ctx.progress(0.25, {"step": "first"})
     ctx.progress(0.5, {"step": "last"})
     raise RuntimeError("failed after reporting progress")
+
+
+@django_ojs.job("probe.snooze")
+def snooze(ctx: JobContext, times: int, seconds: float = 0.2, returned: bool = False) -> dict:
+    """Snooze ``times`` times (raised, or ``returned``), then complete with what it saw."""
+    Execution.objects.create(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    if ctx.snoozes < times:
+        if returned:
+            return django_ojs.Snooze(seconds)
+        raise django_ojs.Snooze(seconds)
+    return {"snoozes": ctx.snoozes, "attempt": ctx.attempt}
+
+
+@django_ojs.job("probe.await_signal")
+def await_signal(ctx: JobContext, name: str, timeout: float, default: object = "no default") -> dict:
+    """Wait for signal ``name``; return its payload, or ``default`` on timeout ("no default": raise)."""
+    Execution.objects.create(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    if default == "no default":
+        payload = ctx.wait_for_signal(name, timeout)
+    else:
+        payload = ctx.wait_for_signal(name, timeout, default=default)
+    return {"payload": payload}
+
+
+@django_ojs.job("probe.async_snooze_then_wait")
+async def async_snooze_then_wait(ctx: JobContext, name: str) -> dict:
+    """Snooze once (returned), then wait for signal ``name`` in a thread, as the how-to says."""
+    if ctx.snoozes < 1:
+        return django_ojs.Snooze(0.2)
+    payload = await asyncio.to_thread(ctx.wait_for_signal, name, 3600)
+    return {"payload": payload, "snoozes": ctx.snoozes}
