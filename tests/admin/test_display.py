@@ -58,7 +58,7 @@ def test_a_draining_worker_is_calm_and_no_directive_reads_with_a_stray_space(adm
 
     rows = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"]
 
-    assert 'class="ojs-worker ojs-worker-draining" title="state terminate: ' in rows["w-draining"]["reported_state"]
+    assert 'class="ojs-worker ojs-worker-draining" title="reported terminate: ' in rows["w-draining"]["reported_state"]
     assert ">draining</span>" in rows["w-draining"]["reported_state"]
     assert "no job left, exiting" in rows["w-draining"]["reported_state"]
     assert "none: draining" in rows["w-draining"]["directive_status"]

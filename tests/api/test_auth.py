@@ -80,7 +80,7 @@ def test_a_key_without_the_operations_scope_is_403(make_client, scope, method, p
 
 
 def test_a_worker_key_cannot_purge_the_dead_letter_but_an_admin_key_can(make_client, claim):
-    job = claim(options={"retry": {"max_attempts": 1}})
+    job = claim(options={"retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}})
     Job.objects.fail(job.id, Failure(type="E", message=""))
     assert make_client("worker").delete(f"/ojs/v1/dead-letter/{job.id}").status_code == 403
     assert Job.objects.filter(pk=job.pk).exists()
