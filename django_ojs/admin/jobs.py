@@ -39,7 +39,6 @@ from ..core import waits
 from ..core.clock import TxNow
 from ..core.search import HELP_TEXT, job_search
 from ..models import Job
-from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest, OJSError
 from ..protocol.states import TERMINAL
 from . import job_pages
