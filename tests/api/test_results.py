@@ -75,7 +75,7 @@ def test_a_held_request_answers_the_result_as_soon_as_the_job_completes(key, pus
 def test_a_wait_that_ends_first_is_408_and_the_job_goes_on(key, push):
     job = active(push)
     with serving(key, threads=2) as wire:
-        status, headers, body = get(wire, job, "?wait=true&timeout=0.3")
+        status, _, body = get(wire, job, "?wait=true&timeout=0.3")
     assert status == 408
     assert (body["error"]["code"], body["error"]["details"]) == ("timeout", {"job_id": str(job.id), "state": "active"})
     assert Job.objects.get(id=job.id).state == "active"
