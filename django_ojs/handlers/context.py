@@ -104,6 +104,8 @@ class JobContext:
         for item in jobs:
             if not isinstance(item, Signature):
                 raise TypeError(f"add_to_batch takes signatures (handler.s(...)), not {type(item).__name__}")
+        if not jobs:
+            return []  # nothing found to add, as a crawler's leaf page: not an error
         body = {"jobs": [item.definition() for item in jobs]}
         try:
             return workflows.add_jobs(self.workflow_id, body, into=workflows.enclosing(step))[1]
