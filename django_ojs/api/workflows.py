@@ -164,6 +164,8 @@ def render_workflow(workflow: Workflow) -> dict[str, Any]:
         "completed_count": sum(1 for node in leaves if rows[node.path].state == COMPLETED),
         "failed_count": sum(1 for node in leaves if rows[node.path].state == FAILED),
     }
+    # A django-ojs extension: every job by state, nested and added ones included (core.workflows.job_counts).
+    out["jobs_by_state"] = store.job_counts(workflow)
     if workflow.state == FAILED:
         out["error"] = store.failure_report(workflow, rows.values())
     return out

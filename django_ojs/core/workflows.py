@@ -34,6 +34,7 @@ from ..protocol.errors import InvalidRequest, InvalidTransition, NotFound, OJSEr
 from ..protocol.retry import parse_policy
 from ..protocol.states import TERMINAL, JobState
 from ..protocol.workflows import (
+    CALLBACKS,
     CANCELLED,
     COMPLETED,
     DONE,
@@ -45,6 +46,7 @@ from ..protocol.workflows import (
     Node,
     NodeState,
     parse_added,
+    shown_state,
 )
 from . import events
 from .clock import db_now
@@ -334,6 +336,27 @@ def add_jobs(workflow_id: Any, body: object, *, into: str = "") -> tuple[Workflo
         seqs = [nodes[item.node.path].job_seq for item in planned]
     jobs = {job.seq: job for job in Job.objects.filter(seq__in=seqs)}
     return workflow, [jobs[seq] for seq in seqs if seq in jobs]
+
+
+def job_counts(workflow: Workflow) -> dict[str, Any]:
+    """A workflow's jobs by state, its callbacks left out and jobs added while it ran included.
+
+    What the admin, ``manage.py ojs workflow`` and ``GET /ojs/v1/workflows/{id}``
+    (``jobs_by_state``) say: ``total``, ``ended`` (completed, failed, cancelled or
+    skipped), ``share_ended`` (0 to 1) and ``by_state``, each state as a step shows
+    it (``active`` while its job runs, ojs-workflows §4.4).
+    """
+    rows = [row for row in WorkflowNode.objects.filter(workflow=workflow, kind="job").only("path", "state", "job_seq")
+            if row.path.rsplit(".", 1)[-1] not in CALLBACKS]
+    live = dict(Job.objects.filter(seq__in=[row.job_seq for row in rows if row.state == PENDING and row.job_seq])
+                .values_list("seq", "state"))
+    by_state: dict[str, int] = {}
+    for row in rows:
+        shown = shown_state(row.state, live.get(row.job_seq))
+        by_state[shown] = by_state.get(shown, 0) + 1
+    ended = sum(count for state, count in by_state.items() if state in DONE)
+    return {"total": len(rows), "ended": ended, "share_ended": ended / len(rows) if rows else 0.0,
+            "by_state": dict(sorted(by_state.items()))}
 
 
 def enclosing(step: str) -> str:
