@@ -352,7 +352,7 @@ def job_counts(workflow: Workflow) -> dict[str, Any]:
                 .values_list("seq", "state"))
     by_state: dict[str, int] = {}
     for row in rows:
-        shown = shown_state(row.state, live.get(row.job_seq))
+        shown = shown_state(row.state, live.get(row.job_seq) if row.job_seq is not None else None)
         by_state[shown] = by_state.get(shown, 0) + 1
     ended = sum(count for state, count in by_state.items() if state in DONE)
     return {"total": len(rows), "ended": ended, "share_ended": ended / len(rows) if rows else 0.0,
