@@ -39,9 +39,11 @@ from ..protocol.states import TERMINAL, JobState
 logger = logging.getLogger("django_ojs.awaiting")
 
 CHANNEL = "ojs_settled"
-# How long the listener gathers notifications before it looks: a busy store
-# sends one per worker turn, and one look answers them all.
-GATHER = 0.05
+# How long the listener gathers more notifications before it looks: none, it
+# takes what already arrived. A busy store sends one per worker turn; those that
+# arrive while a look runs are answered by the next look, so looks never outnumber
+# what one connection can ask, and a quiet store wakes a waiter at once.
+GATHER = 0.0
 # How often the listener looks up from an idle connection to see if it must stop.
 STOP_CHECK = 0.25
 RECONNECT_DELAY = 1.0
@@ -112,7 +114,7 @@ class Waiters:
                     self._wake_ended()  # jobs that ended while nobody listened
                     while not self._idle():
                         if any(True for _ in raw.notifies(timeout=STOP_CHECK, stop_after=1)):
-                            # Gather what the next moment brings, then look once.
+                            # What else already arrived, then one look for all of it.
                             for _ in raw.notifies(timeout=GATHER):
                                 pass
                             self._wake_ended()
