@@ -14,7 +14,8 @@ import threading
 import time
 
 import pytest
-from django.db import connection
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
 
 import django_ojs
 from django_ojs.errors import JobCancelled, JobFailed, WaitTimedOut
@@ -61,6 +62,8 @@ def test_await_result_returns_the_result_without_blocking_the_loop(worker, ojs):
             return await job.await_result(timeout=PATIENCE), ticks
         finally:
             ticker.cancel()
+            # The reads ran in asgiref's sync thread, on a connection of its own: closed as a request's would be.
+            await sync_to_async(connections.close_all)()
 
     result, ticks = asyncio.run(main())
     assert result["attempt"] == 1
