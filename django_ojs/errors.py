@@ -12,6 +12,9 @@ from .protocol.errors import (
     InvalidPayload,
     InvalidRequest,
     InvalidTransition,
+    JobCancelled,
+    JobFailed,
+    JobNotCompleted,
     NotFound,
     OJSError,
     PayloadTooLarge,
@@ -19,6 +22,7 @@ from .protocol.errors import (
     QueueFull,
     QueuePaused,
     Unsupported,
+    WaitTimedOut,
 )
 
 __all__ = [
@@ -28,6 +32,9 @@ __all__ = [
     "InvalidPayload",
     "InvalidRequest",
     "InvalidTransition",
+    "JobCancelled",
+    "JobFailed",
+    "JobNotCompleted",
     "NotFound",
     "OJSError",
     "PayloadTooLarge",
@@ -35,4 +42,5 @@ __all__ = [
     "QueueFull",
     "QueuePaused",
     "Unsupported",
+    "WaitTimedOut",
 ]

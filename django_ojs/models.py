@@ -446,6 +446,27 @@ class Job(models.Model):
             return None
         return discarded_kept_until(self.dead_letter, self.finished_at)
 
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until this job ends and return its result (``core.awaiting``).
+
+        Raises ``JobFailed`` when it ends discarded and ``JobCancelled`` when
+        cancelled (both carry its last ``error``), ``WaitTimedOut`` when
+        ``timeout`` seconds pass first: the job keeps running. ``None`` waits
+        as long as it takes. The instance is refreshed with the job's end.
+        """
+        awaiting = _core().awaiting
+        return self._ended(awaiting.wait(self.id, timeout))
+
+    async def await_result(self, timeout: float | None = None) -> Any:
+        """``wait`` for async code: the event loop runs on while the job does."""
+        awaiting = _core().awaiting
+        return self._ended(await awaiting.await_job(self.id, timeout))
+
+    def _ended(self, job: Job) -> Any:
+        for name in ("state", "result", "error", "attempt", "completed_at", "finished_at"):
+            setattr(self, name, getattr(job, name))
+        return _core().awaiting.outcome(job)
+
 
 class DeadLetterJob(Job):
     """The admin's Failed jobs: every discarded job, dead letters and plain discards (core/dead_letter.py)."""

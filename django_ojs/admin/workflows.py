@@ -44,7 +44,7 @@ class WorkflowAdmin(ConsoleAdmin):
     search_fields = ("=id", "name")
     ordering = ("-created_at",)
     list_per_page = 50
-    fields = ("id", "name", "type", "state_badge", "progress", "share", "created", "finished")
+    fields = ("id", "name", "type", "state_badge", "progress", "share", "jobs", "created", "finished")
     readonly_fields = fields
     actions = ("cancel_workflows",)
     change_form_template = "admin/django_ojs/workflow/change_form.html"
@@ -76,6 +76,13 @@ class WorkflowAdmin(ConsoleAdmin):
     def share(self, workflow: Workflow) -> str:
         # What GET /ojs/v1/workflows/{id}/progress answers (ojs-progress §9), as a percentage.
         return percent(workflow_progress(workflow)["progress"]) or EMPTY
+
+    @admin.display(description="jobs")
+    def jobs(self, workflow: Workflow) -> str:
+        # The counts GET /ojs/v1/workflows/{id} (jobs_by_state) and manage.py ojs workflow show.
+        counts = store.job_counts(workflow)
+        states = ", ".join(f"{count} {state}" for state, count in counts["by_state"].items())
+        return f"{counts['ended']} of {counts['total']} ended ({percent(counts['share_ended'])}): {states}"
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None):
         workflow = self.get_object(request, object_id)

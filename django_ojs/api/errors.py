@@ -50,6 +50,8 @@ STATUS = {
     "forbidden": 403,
     "not_found": 404,
     "method_not_allowed": 405,
+    # ojs-results §8.2: a blocking wait that ended before the job did.
+    "timeout": 408,
     "conflict": 409,
     "duplicate": 409,
     "payload_too_large": 413,
@@ -75,6 +77,7 @@ HINTS = {
     "validation_error": "Fix the policy field named in the message.",
     "backend_error": "Retry later; the server logged the cause under this request_id.",
     "backend_unavailable": "The database is unreachable; retry later.",
+    "timeout": "The job is still running: wait again, or poll GET /ojs/v1/jobs/{id}.",
 }
 
 

@@ -157,6 +157,23 @@ def progress_features() -> dict[str, Any]:
     }
 
 
+def results_features() -> dict[str, Any]:
+    """What of ojs-results is served: the blocking wait (§8.2) and its bounds. Not the whole
+    extension (no ``result_ttl``, bulk retrieval or stream), so "results" is not in ``extensions``."""
+    return {
+        "blocking_wait": "/ojs/v1/jobs/{id}/result?wait=true&timeout={seconds}",
+        "wait_max_seconds": ojs_settings.RESULT_WAIT_MAX_SECONDS,
+        "wait_per_process": ojs_settings.RESULT_WAITS,
+        "bulk_retrieval": False,
+        "stream": False,
+    }
+
+
+def workflow_features() -> dict[str, Any]:
+    """The django-ojs extensions of workflows: a running batch or group takes more jobs."""
+    return {"grow": "/ojs/v1/workflows/{id}/jobs"}
+
+
 class ManifestView(OJSView):
     """§21: what this server implements, served without credentials for discovery."""
 
@@ -210,6 +227,8 @@ class ManifestView(OJSView):
                     "fair_queues": fair_queue_features(),
                     "autoscaling_signals": autoscaling_signals(),
                     "snooze_and_signals": waits_features(),
+                    "results": results_features(),
+                    "workflow_extensions": workflow_features(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

@@ -3,7 +3,7 @@
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from . import cron, dead_letter, jobs, progress, queues, rate_limits, system, waits, workers, workflows
+from . import cron, dead_letter, jobs, progress, queues, rate_limits, results, system, waits, workers, workflows
 from .admin import urls as admin_urls
 from .errors import json_error
 from .plain_views import LeanPost
@@ -23,6 +23,7 @@ urlpatterns = [
     path("v1/jobs/<str:job_id>", jobs.JobView.as_view()),
     path("v1/jobs/<str:job_id>/activate", jobs.ActivateView.as_view()),
     path("v1/jobs/<str:job_id>/signal", waits.JobSignalView.as_view()),
+    path("v1/jobs/<str:job_id>/result", results.ResultView.as_view()),
     path("v1/jobs/<str:job_id>/progress", progress.ProgressView.as_view()),
     path("v1/jobs/<str:job_id>/progress/stream", progress.ProgressStreamView.as_view()),
     path("v1/workers/fetch", LeanPost(workers.FetchView)),
@@ -50,6 +51,7 @@ urlpatterns = [
     path("v1/workflows", workflows.WorkflowCreateView.as_view()),
     path("v1/workflows/<str:workflow_id>", workflows.WorkflowView.as_view()),
     path("v1/workflows/<str:workflow_id>/signal", waits.WorkflowSignalView.as_view()),
+    path("v1/workflows/<str:workflow_id>/jobs", workflows.WorkflowJobsView.as_view()),
     path("v1/workflows/<str:workflow_id>/progress", workflows.WorkflowProgressView.as_view()),
     path("v1/events", system.EventListView.as_view()),
     path("v1/metrics", system.MetricsView.as_view()),

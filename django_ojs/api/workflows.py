@@ -13,6 +13,7 @@ from ..core import workflows as store
 from ..core.progress import workflow_progress
 from ..models import Job, Workflow
 from ..protocol.durations import format_timestamp
+from ..protocol.envelope import render_job
 from ..protocol.errors import InvalidRequest, NotFound
 from ..protocol.workflows import COMPLETED, FAILED, PENDING, Node, parse, shown_state
 from .base import OJSView
@@ -51,6 +52,32 @@ class WorkflowView(OJSView):
         body.update(cancelled_at=body.get("completed_at"), **counts)
         body["metadata"]["cancelled_at"] = body.get("completed_at")
         return Response({"workflow": body})
+
+
+class WorkflowJobsView(OJSView):
+    """An extension: add jobs to a running batch or group (``{"jobs": [...], "into": path}``).
+
+    ``into`` names the container by its path in the workflow (``"1"``, ``"0.2"``;
+    omitted or ``""``: the workflow itself). 201 with the workflow and the jobs
+    added; 409 once the group ended or the batch's callbacks fired.
+    """
+
+    required_scope = "enqueue"
+
+    @property
+    def max_body_bytes(self) -> int:
+        return ojs_settings.MAX_BATCH_BYTES
+
+    def post(self, request: Any, workflow_id: str) -> Response:
+        maintenance_mode.refuse_pushes()
+        body = self.body()
+        into = body.get("into", "")
+        if not isinstance(into, str):
+            raise InvalidRequest("into must be the path of a batch or group in the workflow", field="into")
+        workflow, jobs = store.add_jobs(_ref(workflow_id), body, into=into)
+        return Response(
+            {"workflow": render_workflow(workflow), "jobs": [render_job(job) for job in jobs]}, status=201,
+        )
 
 
 class WorkflowProgressView(OJSView):
@@ -138,6 +165,8 @@ def render_workflow(workflow: Workflow) -> dict[str, Any]:
         "completed_count": sum(1 for node in leaves if rows[node.path].state == COMPLETED),
         "failed_count": sum(1 for node in leaves if rows[node.path].state == FAILED),
     }
+    # A django-ojs extension: every job by state, nested and added ones included (core.workflows.job_counts).
+    out["jobs_by_state"] = store.job_counts(workflow)
     if workflow.state == FAILED:
         out["error"] = store.failure_report(workflow, rows.values())
     return out

@@ -7,17 +7,19 @@ Listings are bounded (``--limit``) and newest first, straight from the primary k
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db.models import Count
 from django.db.models.fields.json import KT
 
-from ..core import coverage, workers
+from ..core import awaiting, coverage, workers
 from ..core.clock import db_now
 from ..core.dead_letter import describe, keeping
 from ..core.selection import JobFilter, job_uuid
 from ..core.stats import queue_figures
-from ..models import Job, Queue, Worker
+from ..core.workflows import job_counts
+from ..models import Job, Queue, Worker, Workflow
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
 from ..protocol.errors import NotFound
@@ -51,6 +53,28 @@ def show_job(job_id: str) -> dict[str, Any]:
     body["worker_id"] = job.worker_id
     # What GET /ojs/v1/jobs/{id}/progress answers beside the job's id and state.
     body["progress"] = view(job.state, job.attempt, job.progress)
+    return body
+
+
+def show_workflow(workflow_id: str) -> dict[str, Any]:
+    """A workflow and its jobs by state, as the admin and ``GET /ojs/v1/workflows/{id}`` count them."""
+    try:
+        ref = uuid.UUID(workflow_id)
+    except ValueError:
+        raise NotFound(f"workflow {workflow_id} not found") from None
+    workflow = Workflow.objects.filter(id=ref).first()
+    if workflow is None:
+        raise NotFound(f"workflow {workflow_id} not found")
+    return {"id": str(workflow.id), "type": workflow.type, "name": workflow.name, "state": workflow.state,
+            "jobs_by_state": job_counts(workflow)}
+
+
+def result_of(job_id: str, timeout: float | None) -> dict[str, Any]:
+    """What ``GET /ojs/v1/jobs/{id}/result`` answers, once the job ends (``core.awaiting.wait``)."""
+    job = awaiting.wait(job_uuid(job_id), timeout)
+    body: dict[str, Any] = {"job_id": str(job.id), "state": job.state, "result": job.result}
+    if job.state != JobState.COMPLETED and job.error is not None:
+        body["error"] = job.error
     return body
 
 

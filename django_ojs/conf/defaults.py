@@ -179,6 +179,13 @@ DEFAULTS: dict[str, Any] = {
     "PROGRESS_STREAM_SECONDS": 300.0,
     # How often an open progress stream reads the job (one indexed read each).
     "PROGRESS_STREAM_POLL_INTERVAL": 1.0,
+    # Blocking waits for a result (`GET /ojs/v1/jobs/{id}/result?wait=true`)
+    # one process holds at once; past it, 503 with `Retry-After`. Each holds a
+    # server thread, as a progress stream does: keep it below gunicorn's `threads`.
+    "RESULT_WAITS": 2,
+    # Longest a blocking wait for a result holds its thread; a longer
+    # `timeout` is cut to it, and the wait answers 408 when it ends first.
+    "RESULT_WAIT_MAX_SECONDS": 60.0,
     # -- Observability --------------------------------------------------------
     # Prometheus metrics (needs the `prometheus` extra): counters and histograms
     # in every process, served with store-wide gauges at `GET /ojs/v1/metrics`

@@ -210,6 +210,8 @@ RULES: dict[str, Rule] = {
     "PROGRESS_STREAMS": count(1),
     "PROGRESS_STREAM_SECONDS": seconds(zero_allowed=False),
     "PROGRESS_STREAM_POLL_INTERVAL": seconds(zero_allowed=False),
+    "RESULT_WAITS": count(1),
+    "RESULT_WAIT_MAX_SECONDS": seconds(zero_allowed=False),
 }
 
 

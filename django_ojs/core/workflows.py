@@ -30,10 +30,11 @@ from ..conf import ojs_settings
 from ..models import Job, Workflow, WorkflowNode
 from ..protocol.durations import to_millis
 from ..protocol.envelope import parse_job
-from ..protocol.errors import InvalidTransition, NotFound, OJSError
+from ..protocol.errors import InvalidRequest, InvalidTransition, NotFound, OJSError
 from ..protocol.retry import parse_policy
 from ..protocol.states import TERMINAL, JobState
 from ..protocol.workflows import (
+    CALLBACKS,
     CANCELLED,
     COMPLETED,
     DONE,
@@ -44,6 +45,8 @@ from ..protocol.workflows import (
     Enqueue,
     Node,
     NodeState,
+    parse_added,
+    shown_state,
 )
 from . import events
 from .clock import db_now
@@ -251,6 +254,9 @@ def _write(workflow: Workflow, engine: Engine, nodes: dict[str, Any], now: dt.da
 
 def _node_event(workflow: Workflow, what: str, node: Node, nodes: dict[str, Any], now: dt.datetime):
     row = nodes[node.path]
+    if what == "added":
+        return _event("workflow.job_added", workflow, now, step_id=node.path, step_type=node.type,
+                      job_id=str(row.job_id) if row.job_id else None)
     if what == "callback_fired":
         return _event("workflow.callback_fired", workflow, now, callback=node.path.rsplit(".", 1)[-1],
                       step_id=node.path, step_type=node.type)
@@ -290,6 +296,75 @@ def failure_report(workflow: Workflow, nodes: Iterable[Any]) -> dict[str, Any]:
     if workflow.type == "chain" and steps:
         report["failed_step_index"] = steps[0]
     return report
+
+
+# -- growing a batch -------------------------------------------------------------
+
+
+def add_jobs(workflow_id: Any, body: object, *, into: str = "") -> tuple[Workflow, list[Job]]:
+    """Add jobs to a running batch or group of a workflow (``into``: its path, "" the root); enqueue them.
+
+    The callbacks of a batch fire once, after every job -- those added
+    included -- has ended. Lock order (invariant 11): only the workflow's row,
+    as ``retry_step`` takes it, then the new jobs are pushed; a settle path
+    holds its job rows and then waits for that row. So the last original
+    job ending while jobs are added is decided by who locks the row first:
+    the add commits first and the settle path counts the added jobs (no
+    callback yet), or the settle path fires the callbacks first and the add
+    reads them fired and is refused (409). Never early, never twice.
+    """
+    with transaction.atomic():
+        workflow = _locked_workflow(workflow_id, allow_failed=False)
+        engine, nodes = _load(workflow)
+        if isinstance(into, str) and into in engine.nodes and engine.nodes[into].kind in ("group", "batch"):
+            refusal = engine.growable(into)
+        else:
+            raise InvalidRequest(f"workflow {workflow.id} has no batch or group at {into!r}", field="into")
+        if refusal is not None:
+            raise InvalidTransition(
+                f"jobs cannot be added to workflow {workflow.id}: {refusal}", job_id=str(workflow.id),
+                current_state=workflow.state,
+            )
+        room = ojs_settings.MAX_BATCH_SIZE - len(engine.root.leaves())
+        bodies = parse_added(body, room=room, job_options=job_options())
+        planned = engine.grow(into, bodies)
+        workflow.definition = engine.root.to_dict()
+        workflow.save(update_fields=["definition"])
+        for item in planned:
+            nodes[item.node.path] = WorkflowNode.objects.create(
+                workflow=workflow, path=item.node.path, kind="job", type=item.node.type[:255], state="waiting"
+            )
+        now = db_now()
+        _run(workflow, engine, nodes, planned, now, strict=True)
+        seqs = [nodes[item.node.path].job_seq for item in planned]
+    jobs = {job.seq: job for job in Job.objects.filter(seq__in=seqs)}
+    return workflow, [jobs[seq] for seq in seqs if seq in jobs]
+
+
+def job_counts(workflow: Workflow) -> dict[str, Any]:
+    """A workflow's jobs by state, its callbacks left out and jobs added while it ran included.
+
+    What the admin, ``manage.py ojs workflow`` and ``GET /ojs/v1/workflows/{id}``
+    (``jobs_by_state``) say: ``total``, ``ended`` (completed, failed, cancelled or
+    skipped), ``share_ended`` (0 to 1) and ``by_state``, each state as a step shows
+    it (``active`` while its job runs, ojs-workflows §4.4).
+    """
+    rows = [row for row in WorkflowNode.objects.filter(workflow=workflow, kind="job").only("path", "state", "job_seq")
+            if row.path.rsplit(".", 1)[-1] not in CALLBACKS]
+    live = dict(Job.objects.filter(seq__in=[row.job_seq for row in rows if row.state == PENDING and row.job_seq])
+                .values_list("seq", "state"))
+    by_state: dict[str, int] = {}
+    for row in rows:
+        shown = shown_state(row.state, live.get(row.job_seq) if row.job_seq is not None else None)
+        by_state[shown] = by_state.get(shown, 0) + 1
+    ended = sum(count for state, count in by_state.items() if state in DONE)
+    return {"total": len(rows), "ended": ended, "share_ended": ended / len(rows) if rows else 0.0,
+            "by_state": dict(sorted(by_state.items()))}
+
+
+def enclosing(step: str) -> str:
+    """The path of the container a workflow step belongs to ("" for the root)."""
+    return step.rsplit(".", 1)[0] if "." in step else ""
 
 
 # -- operator moves ------------------------------------------------------------

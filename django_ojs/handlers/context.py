@@ -7,11 +7,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core import waits
+from ..canvas import Signature
+from ..core import waits, workflows
 from ..core.progress import report_progress
 from ..core.types import Lease
 from ..protocol.durations import format_timestamp
-from ..protocol.errors import InvalidRequest, OJSError
+
+# One exception for a job that was cancelled, raised here and by job.wait(): django_ojs.JobCancelled.
+from ..protocol.errors import InvalidRequest, JobCancelled, OJSError
 from ..protocol.progress import combine, make
 from ..protocol.waits import delay, signal_name
 
@@ -23,14 +26,6 @@ PROGRESS_INTERVAL = 1.0
 
 if TYPE_CHECKING:
     from ..models import Job
-
-
-class JobCancelled(Exception):
-    """Raised by ``ctx.raise_if_cancelled()`` once the job is no longer this worker's to finish.
-
-    Whatever the handler does afterwards is discarded: the job was cancelled,
-    timed out, recovered by the server, or failed by a shutdown.
-    """
 
 
 class Snooze(Exception):
@@ -163,6 +158,31 @@ class JobContext:
     def workflow_id(self) -> str | None:
         return (self.job.extra or {}).get("workflow_id")
 
+    def add_to_batch(self, *jobs: Signature) -> list[Job]:
+        """Add jobs (signatures: ``handler.s(...)``) to the batch or group this job is a step of.
+
+        They run like the jobs it was created with, and the batch's callbacks
+        fire once, after every job -- these included -- has ended. Committed
+        at once (or with the caller's ``transaction.atomic()``); refused with
+        ``InvalidTransition`` once the callbacks fired, ``ValueError`` outside
+        a batch or group. Returns the jobs enqueued.
+        """
+        step = (self.job.extra or {}).get("workflow_step")
+        if self.workflow_id is None or not isinstance(step, str):
+            raise ValueError(f"job {self.job_id} is not a step of a workflow")
+        for item in jobs:
+            if not isinstance(item, Signature):
+                raise TypeError(f"add_to_batch takes signatures (handler.s(...)), not {type(item).__name__}")
+        if not jobs:
+            return []  # nothing found to add, as a crawler's leaf page: not an error
+        body = {"jobs": [item.definition() for item in jobs]}
+        try:
+            return workflows.add_jobs(self.workflow_id, body, into=workflows.enclosing(step))[1]
+        except InvalidRequest as exc:
+            if exc.details.get("field") == "into":
+                raise ValueError(f"job {self.job_id} is not a job of a batch or group") from None
+            raise
+
     @property
     def time_left(self) -> float | None:
         """Seconds until the execution timeout, or None without one."""
@@ -289,7 +309,7 @@ class JobContext:
 
     def raise_if_cancelled(self) -> None:
         if self._cancel_reason is not None:
-            raise JobCancelled(self._cancel_reason)
+            raise JobCancelled(self._cancel_reason, job_id=self.job_id)
 
     def cancel(self, reason: str) -> None:
         """Called by the worker (not by handlers): the job is no longer ours to finish."""

@@ -77,6 +77,13 @@ QUEUE_TIME = Histogram(
     "ojs_job_queue_time_seconds", "Time from enqueue to the start of the attempt.", _LABELS, buckets=QUEUE_TIME_BUCKETS,
 )
 
+# ojs-results §11.2 (ojs.result.retrieval.count): reads of a result over HTTP, by how they were
+# made -- "poll" answered at once, "wait" held until the job ended or the wait did -- and how
+# they ended: the job's terminal state, "timeout" (408), or the state it is still in (a poll).
+RESULT_RETRIEVED = Counter(
+    "ojs_result_retrieved", "Reads of a job's result over HTTP (GET /jobs/{id}/result).", ("method", "outcome"),
+)
+
 _BY_TYPE = {
     "job.enqueued": ENQUEUED, "job.completed": COMPLETED, "job.discarded": FAILED, "job.retrying": RETRIED,
     "job.cancelled": CANCELLED, "job.expired": EXPIRED, "job.failed": ATTEMPT_FAILED,
@@ -167,6 +174,11 @@ def observe_execution(job: Any, state: str, seconds: float) -> None:
     if job.attempt == 1 and job.started_at and job.enqueued_at:
         waited = (job.started_at - job.enqueued_at).total_seconds()
         _observed.append((children[1], waited if waited > 0.0 else 0.0))
+
+
+def count_result_retrieved(method: str, outcome: str) -> None:
+    """One read of a result: ``method`` poll or wait; ``outcome`` the job's state, or timeout."""
+    _child(RESULT_RETRIEVED, method, outcome).inc()
 
 
 def flush_observations() -> None:

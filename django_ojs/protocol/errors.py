@@ -147,3 +147,40 @@ class Busy(OJSError):
     def __init__(self, message: str, *, retry_after: int, hint: str, details: dict[str, Any] | None = None):
         super().__init__(message, details={**(details or {}), "retry_after_seconds": retry_after}, hint=hint)
         self.retry_after = retry_after
+
+
+class WaitTimedOut(OJSError):
+    """A wait for a job's result ended before the job did (ojs-results §8.2: 408). The job goes on;
+    ``state`` is the one it was in when the wait ended."""
+
+    code = "timeout"
+    retryable = True
+
+    def __init__(self, message: str, *, job_id: str, state: str):
+        super().__init__(message, details={"job_id": job_id, "state": state},
+                         hint="The job is still running: wait again, or poll GET /ojs/v1/jobs/{id}.")
+        self.job_id = job_id
+        self.state = state
+
+
+class JobNotCompleted(Exception):
+    """An awaited job ended without a result: discarded (``JobFailed``) or cancelled (``JobCancelled``).
+
+    ``error`` is the job's last error as stored (``{"type", "message", ...}``), None if it never failed.
+    """
+
+    def __init__(self, message: str, *, job_id: str | None = None, state: str | None = None, error: Any = None):
+        super().__init__(message)
+        self.job_id = job_id
+        self.state = state
+        self.error = error
+
+
+class JobFailed(JobNotCompleted):
+    """The awaited job was discarded: its attempts ran out, or it failed for good."""
+
+
+class JobCancelled(JobNotCompleted):
+    """The job was cancelled: raised by ``job.wait()`` for the job awaited, and by
+    ``ctx.raise_if_cancelled()`` in the handler of a job no longer its worker's to finish
+    (cancelled, timed out, recovered by the server, failed by a shutdown: the message says which)."""

@@ -236,6 +236,33 @@ def _job(member: object, path: str, where: str, errors: _Errors, job_options: di
     return Node(path=path, kind="job", body=body, name=name or "")
 
 
+def parse_added(body: object, *, room: int, job_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Validate the jobs to add to a running batch or group (``{"jobs": [...]}``); return their bodies.
+
+    Each is checked as a workflow's job is at creation; ``room`` is how many
+    more jobs the workflow may hold. InvalidRequest lists every fault.
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidRequest("the request body must be a JSON object")
+    members = body.get("jobs")
+    if not isinstance(members, list) or not members:
+        raise InvalidRequest("jobs must be a non-empty array", field="jobs")
+    if len(members) > room:
+        raise InvalidRequest(f"the workflow has room for {max(room, 0)} more jobs; {len(members)} were sent",
+                             field="jobs")
+    errors = _Errors()
+    added = [_job(member, "", f"$.jobs[{index}]", errors, dict(job_options or {}))
+             for index, member in enumerate(members)]
+    if errors.items:
+        first = errors.items[0]
+        raise InvalidRequest(
+            f"job validation failed: {first['path']}: {first['message']}",
+            field=first["path"],
+            details={"validation_errors": errors.items[:50]},
+        )
+    return [node.body for node in added if node is not None and node.body is not None]
+
+
 def _dag_edges(node: Node, members: list[Any], where: str, errors: _Errors) -> None:
     keys: dict[str, int] = {}
     for index, child in enumerate(node.children):
@@ -400,6 +427,41 @@ class Engine:
         out: list[Enqueue] = []
         self._set(path, WAITING, error=None)
         self._start(node, inputs, out)
+        return out
+
+    def growable(self, path: str) -> str | None:
+        """Why jobs cannot be added to the container at ``path`` now, or None when they can.
+
+        A group takes new jobs while it runs; a batch also only until its
+        callbacks fire, which is when every job it holds has ended: a job added
+        after would run outside the outcome the callbacks were given.
+        """
+        node = self.nodes.get(path)
+        if node is None or node.kind not in ("group", "batch"):
+            return f"{path or 'the root'} is not a batch or a group"
+        if self.states[path].state != RUNNING:
+            return f"the {node.kind} is {self.states[path].state}"
+        if any(self.states[callback.path].state != WAITING for callback in node.callbacks.values()):
+            return "the batch's callbacks have fired"
+        return None
+
+    def grow(self, path: str, bodies: list[dict[str, Any]]) -> list[Enqueue]:
+        """Add jobs to the running batch or group at ``path`` (``growable``) and start them.
+
+        They take the next positions among its jobs, start with the
+        container's own inputs as every job of a group does, and count for
+        its end and its callbacks like the jobs it was created with.
+        """
+        container = self.nodes[path]
+        out: list[Enqueue] = []
+        for body in bodies:
+            node = Node(path=_join(path, str(len(container.children))), kind="job", body=body)
+            container.children.append(node)
+            self.nodes[node.path] = node
+            self.parents[node.path] = container
+            self.states[node.path] = NodeState()
+            self._start(node, list(self.states[path].inputs or []), out)
+            self.events.append(("added", node))
         return out
 
     # Rules ---------------------------------------------------------------

@@ -20,10 +20,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from ..conf import ojs_settings
 from ..observe.outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.worker")
@@ -32,17 +30,6 @@ CHANNEL = "ojs_available"
 # How often the listening thread looks up from notifies() to see if it must stop.
 STOP_CHECK = 0.25
 RECONNECT_DELAY = 1.0
-
-
-def listen_alias() -> str | None:
-    """The database alias to LISTEN on (``OJS["LISTEN"]``), or None: poll only."""
-    setting = ojs_settings.LISTEN
-    if setting is False:
-        return None
-    alias = DEFAULT_DB_ALIAS if setting is True else setting
-    if alias not in connections.settings:
-        raise ImproperlyConfigured(f"OJS['LISTEN'] names the database {alias!r}, which DATABASES does not define")
-    return alias if connections[alias].vendor == "postgresql" else None
 
 
 class Listener:

@@ -56,6 +56,7 @@ from uuid6 import uuid7
 
 from ..conf import ojs_settings
 from ..core import coverage, workers
+from ..core.awaiting import listen_alias
 from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
 from ..handlers.context import JobContext
@@ -70,7 +71,7 @@ from .execution import Execution, Outcome, Runner
 from .health import HealthServer
 from .heartbeat import Heartbeat
 from .lifecycle import Change, Lifecycle
-from .listener import Listener, listen_alias
+from .listener import Listener
 from .pool import ExecutorPool
 from .waker import Waker
 

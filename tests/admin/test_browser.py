@@ -419,6 +419,28 @@ def test_click_through_a_failed_workflow_retry_its_step_and_cancel_it(page, live
     assert not Job.objects.filter(state="available").exists()
 
 
+def test_a_batch_grown_while_it_runs_shows_every_job_and_their_counts(page, live_server):
+    from django_ojs.core import workflows as workflow_store
+    from django_ojs.core.types import Lease
+    from django_ojs.protocol.workflows import parse
+
+    workflow = workflow_store.create(parse({"type": "batch", "name": "crawl", "jobs": [
+        {"type": "crawl.page", "args": ["/"], "options": {"queue": "crawl"}},
+    ], "callbacks": {"on_complete": {"type": "crawl.report", "args": [], "options": {"queue": "crawl-cb"}}}},
+        max_jobs=10, job_options=workflow_store.job_options()))
+    workflow_store.add_jobs(workflow.id, {"jobs": [
+        {"type": "crawl.page", "args": [link], "options": {"queue": "crawl"}} for link in ("/a", "/b")]})
+    root = Job.objects.fetch(["crawl"], worker_id="w")[0]
+    Job.objects.ack(root.id, result="/", lease=Lease("w"))
+
+    page.goto(f"{live_server.url}/admin/django_ojs/workflow/")
+    page.click("text=crawl")
+    expect(page.locator(".ojs-wf-batch > .ojs-wf-members > .ojs-wf-job")).to_have_count(3)  # the added two drawn
+    expect(page.locator('.ojs-wf-job[data-path="2"]')).to_contain_text("pending")
+    expect(page.locator(".field-jobs")).to_contain_text("1 of 3 ended (33%): 1 completed, 2 pending")
+    expect(page.locator('.ojs-wf-job[data-path="on_complete"]')).to_contain_text("waiting")
+
+
 @needs_worker
 def test_a_handlers_progress_shows_live_on_the_job_page_in_the_list_and_over_http(page, live_server, tmp_path):
     import json

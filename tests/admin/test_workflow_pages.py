@@ -83,3 +83,27 @@ def test_the_workflow_page_shows_the_progress_the_http_api_serves(admin_client, 
     page = admin_client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
     assert served == 0.5767
     assert '<div class="readonly">57%</div>' in page  # ojs-progress §14.5, floored as every percentage in the console
+
+
+def test_a_grown_batch_is_counted_alike_by_the_admin_the_cli_and_the_http_api(admin_client, api):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    workflow = store.create(parse({"type": "batch", "jobs": [
+        {"type": "mail.send", "args": [1], "options": {"queue": "wf"}},
+        {"type": "mail.send", "args": [2], "options": {"queue": "wf"}},
+    ], "callbacks": {"on_complete": {"type": "mail.report", "args": [], "options": {"queue": "cb"}}}},
+        max_jobs=10, job_options=store.job_options()))
+    store.add_jobs(workflow.id, {"jobs": [{"type": "mail.send", "args": [3], "options": {"queue": "wf"}}]})
+    first, second = Job.objects.fetch(["wf"], worker_id="w", count=2)
+    Job.objects.ack(first.id, lease=Lease("w"))
+    Job.objects.fail(second.id, Failure(type="Bounce", message="no", retryable=False), lease=Lease("w"))
+    expected = {"total": 3, "ended": 2, "share_ended": 2 / 3, "by_state": {"completed": 1, "failed": 1, "pending": 1}}
+    assert api.get(f"/ojs/v1/workflows/{workflow.id}").json()["workflow"]["jobs_by_state"] == expected
+    out = io.StringIO()
+    call_command("ojs", "workflow", str(workflow.id), "--json", stdout=out)
+    assert json.loads(out.getvalue())["jobs_by_state"] == expected
+    page = admin_client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
+    assert "2 of 3 ended (66%): 1 completed, 1 failed, 1 pending" in page

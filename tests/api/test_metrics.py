@@ -33,3 +33,27 @@ def test_the_store_gauges_are_read_at_scrape_time(client, ojs, push):
     assert 'ojs_queue_depth{queue="gauged",state="available"} 3.0' in text
     assert 'ojs_queue_oldest_available_age_seconds{queue="gauged"}' in text
     assert "# TYPE ojs_job_duration_seconds histogram" in text
+
+
+def test_reads_of_a_result_are_counted_by_method_and_outcome(api, client, ojs, push):
+    pytest.importorskip("prometheus_client")
+    from django_ojs.core.types import Lease
+    from django_ojs.models import ApiKey, Job
+
+    ojs(METRICS=True)
+    pushed = push(type="m.result", options={"queue": "results-counted"})
+    [claimed] = Job.objects.fetch(["results-counted"], worker_id="w")
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+
+    def counted(method: str, outcome: str) -> float:
+        text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+        line = f'ojs_result_retrieved_total{{method="{method}",outcome="{outcome}"}} '
+        return next((float(row[len(line):]) for row in text.splitlines() if row.startswith(line)), 0.0)
+
+    before = counted("poll", "active"), counted("wait", "timeout"), counted("poll", "completed")
+    assert api.get(f"/ojs/v1/jobs/{pushed.id}/result").status_code == 200
+    assert api.get(f"/ojs/v1/jobs/{pushed.id}/result?wait=true&timeout=0").status_code == 408
+    Job.objects.ack(claimed.id, result=1, lease=Lease("w"))
+    assert api.get(f"/ojs/v1/jobs/{pushed.id}/result?wait=true").status_code == 200  # ended: answered at once
+    after = counted("poll", "active"), counted("wait", "timeout"), counted("poll", "completed")
+    assert [b - a for a, b in zip(before, after)] == [1, 1, 1]

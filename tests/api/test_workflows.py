@@ -203,3 +203,49 @@ def test_workflow_progress_refuses_a_malformed_id_and_an_unknown_one(api):
 @pytest.mark.django_db
 def test_workflow_progress_needs_a_key():
     assert OJSClient(None).get(f"/ojs/v1/workflows/{uuid.uuid4()}/progress").status_code == 401
+
+
+# -- growing a running batch or group (an extension: POST /ojs/v1/workflows/{id}/jobs) ----------------
+
+
+def test_jobs_added_to_a_running_batch_are_answered_201_and_counted(api):
+    created = api.post("/ojs/v1/workflows", {"type": "batch", "jobs": [step("a")], "callbacks": {
+        "on_complete": step("report", queue="cb")}}).json()["workflow"]
+    url = f"/ojs/v1/workflows/{created['id']}/jobs"
+    response = api.post(url, {"jobs": [step("b"), step("c")]})
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert [(job["type"], job["state"]) for job in body["jobs"]] == [("b", "available"), ("c", "available")]
+    assert (body["workflow"]["jobs_total"], body["workflow"]["metadata"]["job_count"]) == (3, 3)
+    assert [entry["path"] for entry in body["workflow"]["jobs"]] == ["0", "1", "2"]
+    for claimed in fetch(api) + fetch(api) + fetch(api):
+        assert api.post("/ojs/v1/workers/ack", {"job_id": claimed["id"], "result": claimed["type"]}).status_code == 200
+    [callback] = api.post("/ojs/v1/workers/fetch", {"queues": ["cb"], "worker_id": "w1"}).json()["jobs"]
+    assert sorted(callback["parent_results"]) == ["a", "b", "c"]
+    # The callbacks fired: the batch takes no more (409), and nothing was stored.
+    refused = api.post(url, {"jobs": [step("late")]})
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "conflict"
+    assert "callbacks have fired" in refused.json()["error"]["message"]
+    assert not Job.objects.filter(type="late").exists()
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({}, 400, "jobs"),
+    ({"jobs": "b"}, 400, "jobs"),
+    ({"jobs": [{"type": "b", "args": 1}]}, 400, None),
+    ({"jobs": [step("b")], "into": 7}, 400, "into"),
+    ({"jobs": [step("b")], "into": "0"}, 400, "into"),
+])
+def test_bad_additions_are_400_and_change_nothing(api, body, status, field):
+    created = api.post("/ojs/v1/workflows", {"type": "group", "jobs": [step("a")]}).json()["workflow"]
+    response = api.post(f"/ojs/v1/workflows/{created['id']}/jobs", body)
+    assert response.status_code == status, response.json()
+    if field:
+        assert response.json()["error"]["details"]["field"] == field
+    assert Job.objects.count() == 1
+
+
+def test_adding_to_an_unknown_workflow_is_404(api):
+    response = api.post(f"/ojs/v1/workflows/{uuid.uuid4()}/jobs", {"jobs": [step("b")]})
+    assert response.status_code == 404

@@ -12,7 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_ojs.core.types import WorkerInfo
+import django_ojs
+from django_ojs.core.types import Lease, WorkerInfo
 from django_ojs.models import Job, Queue, Worker
 from tests.core.contract.test_unique import unique_push
 from tests.helpers import ago, update
@@ -198,3 +199,12 @@ def test_maintenance_shows_enters_and_leaves_as_the_admin_api_says(api):
     assert exit_code("maintenance", "on", "--for", "soon") == 1
     assert ojs_json("maintenance", "off")["enabled"] is False
     assert api.get("/ojs/v1/admin/system/maintenance").json()["maintenance"] is False
+
+
+def test_wait_prints_the_result_of_a_completed_job_and_fails_on_a_timeout(transactional_db):
+    job = django_ojs.enqueue("cli.wait", [], queue="waited")
+    with pytest.raises(CommandError, match=r"still available after 0\.1 s"):
+        ojs("wait", str(job.id), "--timeout", "0.1")
+    [claimed] = Job.objects.fetch(["waited"], worker_id="w")
+    Job.objects.ack(claimed.id, result={"n": 7}, lease=Lease("w"))
+    assert ojs_json("wait", str(job.id)) == {"job_id": str(job.id), "state": "completed", "result": {"n": 7}}

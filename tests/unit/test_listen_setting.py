@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from django_ojs.worker.listener import listen_alias
+from django_ojs.core.awaiting import listen_alias
 
 
 def test_true_listens_on_the_default_database_where_it_is_postgresql(ojs):

@@ -62,6 +62,15 @@ class Command(BaseCommand):
         signal.add_argument("name", help="the signal's name, as the handler waits for it")
         signal.add_argument("--payload", default="null", help="a JSON value the handler's wait returns")
         _json(signal)
+        wait = commands.add_parser("wait", help="wait for a job to end and print its result (exit 1 if it did not "
+                                                 "complete or the timeout passed)")
+        wait.add_argument("job_id")
+        wait.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (default: no limit)")
+        _json(wait)
+
+        workflow = commands.add_parser("workflow", help="a workflow and its jobs by state, added ones included")
+        workflow.add_argument("workflow_id")
+        _json(workflow)
 
         for name, text in BULK_HELP.items():
             move = commands.add_parser(name, help=text, description=text)
@@ -123,6 +132,19 @@ class Command(BaseCommand):
         job = waits.signal(job_uuid(options["job_id"]), name, value)
         body = {"job_id": str(job.id), "signal": name, "state": job.state}
         self.emit(options, body, lambda: f"signal {name} delivered to job {job.id}, which is {job.state}")
+
+    def do_wait(self, options: dict[str, Any]) -> None:
+        body = reads.result_of(options["job_id"], options["timeout"])
+        self.emit(options, body, lambda: output.as_json(body))
+        if body["state"] != "completed":
+            raise CommandError(f"job {body['job_id']} ended {body['state']}")
+
+    def do_workflow(self, options: dict[str, Any]) -> None:
+        shown = reads.show_workflow(options["workflow_id"])
+        counts = shown["jobs_by_state"]
+        row = {**{key: shown[key] for key in ("id", "type", "state")}, "jobs": counts["total"],
+               "ended": counts["ended"], "by_state": counts["by_state"]}
+        self.emit(options, shown, lambda: output.table([row], ("id", "type", "state", "jobs", "ended", "by_state")))
 
     def do_queues(self, options: dict[str, Any]) -> None:
         rows = reads.list_queues()

@@ -131,3 +131,18 @@ async def async_snooze_then_wait(ctx: JobContext, name: str) -> dict:
         return django_ojs.Snooze(0.2)
     payload = await asyncio.to_thread(ctx.wait_for_signal, name, 3600)
     return {"payload": payload, "snoozes": ctx.snoozes}
+# -- awaiting results and growing batches (tests/worker/test_awaiting.py) ---------
+
+
+@django_ojs.job("probe.grow")
+def grow(ctx: JobContext, values: list) -> dict:
+    """A batch's job that adds a ``probe.collect`` job to its own batch for each value, then returns."""
+    added = ctx.add_to_batch(*(collect.s(value) for value in values))
+    return {"added": [str(job.id) for job in added]}
+
+
+@django_ojs.job("probe.gather")
+def gather(ctx: JobContext) -> dict:
+    """A batch's callback: what it was given, and where (its job id, for counting how often it ran)."""
+    Execution.objects.create(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    return {"seen": ctx.parent_results}
