@@ -3,7 +3,19 @@
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from . import cron, dead_letter, jobs, progress, queues, rate_limits, results, system, waits, workers, workflows
+from . import (
+    cron,
+    dead_letter,
+    jobs,
+    progress,
+    queues,
+    rate_limits,
+    results,
+    system,
+    waits,
+    workers,
+    workflows,
+)
 from .admin import urls as admin_urls
 from .errors import json_error
 from .plain_views import LeanPost

@@ -74,7 +74,7 @@ class WorkflowJobsView(OJSView):
         into = body.get("into", "")
         if not isinstance(into, str):
             raise InvalidRequest("into must be the path of a batch or group in the workflow", field="into")
-        workflow, jobs = store.add_jobs(_ref(workflow_id), body, into=into)
+        workflow, jobs = store.add_jobs(parse_workflow_ref(workflow_id), body, into=into)
         return Response(
             {"workflow": render_workflow(workflow), "jobs": [render_job(job) for job in jobs]}, status=201,
         )

@@ -314,7 +314,7 @@ def add_jobs(workflow_id: Any, body: object, *, into: str = "") -> tuple[Workflo
     reads them fired and is refused (409). Never early, never twice.
     """
     with transaction.atomic():
-        workflow = _locked_workflow(workflow_id, allow_failed=False)
+        workflow = locked_workflow(workflow_id, allow_failed=False)
         engine, nodes = _load(workflow)
         if isinstance(into, str) and into in engine.nodes and engine.nodes[into].kind in ("group", "batch"):
             refusal = engine.growable(into)
