@@ -3,7 +3,7 @@
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from . import cron, dead_letter, jobs, progress, queues, rate_limits, system, workers, workflows
+from . import cron, dead_letter, durable, jobs, progress, queues, rate_limits, system, workers, workflows
 from .admin import urls as admin_urls
 from .errors import json_error
 from .plain_views import LeanPost
@@ -24,6 +24,7 @@ urlpatterns = [
     path("v1/jobs/<str:job_id>/activate", jobs.ActivateView.as_view()),
     path("v1/jobs/<str:job_id>/progress", progress.ProgressView.as_view()),
     path("v1/jobs/<str:job_id>/progress/stream", progress.ProgressStreamView.as_view()),
+    path("v1/jobs/<str:job_id>/steps/<str:name>", durable.StepView.as_view()),
     path("v1/workers/fetch", LeanPost(workers.FetchView)),
     path("v1/workers/ack", LeanPost(workers.AckView)),
     path("v1/workers/nack", workers.NackView.as_view()),
