@@ -19,7 +19,7 @@ from ..models import Job, JobStep
 from ..protocol.errors import InvalidTransition, NotFound
 from ..protocol.states import JobState
 from . import events
-from .clock import db_now
+from .clock import TxNow
 
 
 def record_step(
@@ -43,6 +43,7 @@ def record_step(
             Job.objects.select_for_update()
             .filter(id=job_id)
             .only("seq", "id", "type", "queue", "state", "attempt", "worker_id")
+            .annotate(db_now=TxNow())  # the transaction's instant, read with the row: no round trip of its own
             .first()
         )
         if job is None:
@@ -58,7 +59,7 @@ def record_step(
         existing = JobStep.objects.filter(job_id=job.seq, name=name).first()
         if existing is not None:
             return existing, False
-        now = db_now()
+        now = job.db_now
         step = JobStep.objects.create(job_id=job.seq, name=name, attempt=attempt, result=result, recorded_at=now)
         Job.objects.filter(seq=job.seq).update(
             lease_expires_at=Value(now) + F("visibility_timeout"), step_count=F("step_count") + 1

@@ -19,7 +19,7 @@ from ..protocol.progress import Report, aggregate, current, event_due, merge, vi
 from ..protocol.states import JobState
 from ..protocol.workflows import COMPLETED, Node, shown_state
 from . import events
-from .clock import db_now
+from .clock import TxNow
 
 
 def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, worker_id: str | None = None) -> bool:
@@ -45,13 +45,14 @@ def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, 
             Job.objects.select_for_update(skip_locked=not checkpointing)
             .filter(id=job_id)
             .only("seq", "id", "type", "queue", "state", "attempt", "worker_id", "progress")
+            .annotate(db_now=TxNow())  # the transaction's instant, read with the row: no round trip of its own
             .first()
         )
         if job is None or job.state != JobState.ACTIVE or (attempt is not None and job.attempt != attempt):
             return False
         if worker_id and job.worker_id not in (None, worker_id):
             return False
-        now = db_now()
+        now = job.db_now
         stamp = format_timestamp(now) or ""
         changes: dict[str, Any] = {"lease_expires_at": Value(now) + F("visibility_timeout")}
         record = False

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django_ojs.core.durable import record_step
+from django_ojs.core.maintenance import promote_due
 from django_ojs.core.progress import report_progress
 from django_ojs.models import Job
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
-from django_ojs.protocol.progress import Report
+from django_ojs.protocol.progress import Report, make
 
-__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push", "report_on_next"]
+__all__ = ["active_job", "complete_next", "dead_letter_job", "discarded_job", "push", "report_on_next", "retried_job"]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
 WORKER = "worker-1"
@@ -70,3 +72,16 @@ def report_on_next(queue: str = "default", progress: float | None = None, data: 
     [claimed] = Job.objects.fetch([queue], worker_id=WORKER)
     assert report_progress(claimed.id, Report(progress, data, message), attempt=claimed.attempt, worker_id=WORKER)
     return str(claimed.id)
+
+
+def retried_job(job_type: str, queue: str, checkpoint: dict[str, Any], steps: dict[str, Any]) -> str:
+    """A durable job whose first attempt checkpointed, recorded ``steps`` (name: result) and failed;
+    due again in ``queue`` (which must hold no other job), for a worker to FETCH its retry; its id."""
+    job_id = active_job(job_type, queue, retry={"max_attempts": 3, "initial_interval": "PT1S"})
+    assert report_progress(job_id, make(checkpoint=checkpoint), attempt=1, worker_id=WORKER)
+    for name, result in steps.items():
+        record_step(job_id, name, result, attempt=1, worker_id=WORKER)
+    Job.objects.fail(job_id, Failure(type="ConnectionError", message="carrier API unreachable", retryable=True))
+    Job.objects.filter(id=job_id).update(run_at="2000-01-01T00:00:00Z")
+    promote_due(10)
+    return job_id
