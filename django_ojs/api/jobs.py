@@ -115,7 +115,7 @@ class JobView(OJSView):
 
     def get(self, request: Any, job_id: str) -> Response:
         job = find_job(job_id)
-        return Response({"job": render_job(job, errors=job.errors.all(), steps=steps_of(job) if job.step_count else None)})
+        return Response({"job": render_job(job, errors=job.errors.all(), steps=steps_of(job))})
 
     def delete(self, request: Any, job_id: str) -> Response:
         job, previous = control.cancel(parse_job_ref(job_id, "id"))

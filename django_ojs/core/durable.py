@@ -69,8 +69,8 @@ def record_step(
 
 
 def steps_of(job: Job) -> list[JobStep]:
-    """A job's recorded steps, in the order they were recorded."""
-    return list(JobStep.objects.filter(job_id=job.seq).order_by("id"))
+    """A job's recorded steps, in the order they were recorded; no query for a job that recorded none."""
+    return list(JobStep.objects.filter(job_id=job.seq).order_by("id")) if job.step_count else []
 
 
 def steps_by_job(jobs: Iterable[Job]) -> dict[int, list[JobStep]]:

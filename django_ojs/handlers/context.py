@@ -222,7 +222,7 @@ class JobContext:
 
     def _recorded(self) -> dict[str, Any]:
         if self._steps is None:
-            self._steps = {step.name: step.result for step in steps_of(self.job)} if self.job.step_count else {}
+            self._steps = {step.name: step.result for step in steps_of(self.job)}
         return self._steps
 
     def _record(self, name: str, result: Any) -> Any:

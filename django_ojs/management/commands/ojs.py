@@ -102,8 +102,9 @@ class Command(BaseCommand):
     def do_show(self, options: dict[str, Any]) -> None:
         job = reads.show_job(options["job_id"])
         # People read what a discarded job is kept as in one line under it; scripts read dead_letter, kept_until.
-        kept = reads.kept_line(job)
-        self.emit(options, job, lambda: output.as_json(job) + (f"\n{kept}" if kept else ""))
+        # And what a retry of a durable job resumes from: its steps and its last checkpoint.
+        lines = "".join(f"\n{line}" for line in (reads.durable_line(job), reads.kept_line(job)) if line)
+        self.emit(options, job, lambda: output.as_json(job) + lines)
 
     def do_queues(self, options: dict[str, Any]) -> None:
         rows = reads.list_queues()
