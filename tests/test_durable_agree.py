@@ -60,6 +60,7 @@ def test_every_surface_says_the_same_checkpoint_and_steps(api, admin_client, cli
     job_id = api.post("/ojs/v1/jobs", {"type": "order.fulfil", "args": [42],
                                        "options": {"queue": queue, "retry": retry}}).json()["job"]["id"]
     [first] = api.post("/ojs/v1/workers/fetch", {"queues": [queue], "worker_id": "w-a"}).json()["jobs"]
+    assert first["id"] == job_id and "last_checkpoint" not in first and "steps" not in first
     lease = {"attempt": 1, "worker_id": "w-a"}
     assert api.put(f"/ojs/v1/jobs/{job_id}/progress", {"checkpoint": {"packed": 3}, **lease}).json()["accepted"]
     assert api.put(f"/ojs/v1/jobs/{job_id}/steps/charge", {"result": {"charge_id": "ch_1"}, **lease}).status_code == 200
