@@ -13,9 +13,10 @@ claimed; and a later attempt reads the records at its first step. So:
   result of a run, never made up) holding that run's result;
 - a completed durable job recorded each of its steps, each once.
 
-A body run by an attempt that had already lost the job (a frozen worker
-thawed: it finishes the step it was in, then its record is refused) is
-at-least-once by design, the line the how-to draws; it is counted, not failed.
+A body whose attempt never recorded it (killed mid-step, or frozen and
+thawed after the job was given to another attempt, whose record is then
+refused) runs again in a later attempt: at-least-once by design, the line
+the how-to draws; it is counted, not failed.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def judge(store: DurableStore) -> tuple[list[Check], dict[str, Any]]:
     resumed = Check(
         "durable_resumed", "no attempt ran the body of a step an earlier attempt had recorded (a retry resumes)"
     )
-    after_loss = 0
+    cut_off = 0
     for run in store.runs:
         found = recorded.get((run.job_id, run.step))
         if not found:
@@ -105,7 +106,7 @@ def judge(store: DurableStore) -> tuple[list[Check], dict[str, Any]]:
                 f"its body ran again in attempt {run.attempt}"
             )
         elif run.attempt < first.attempt:
-            after_loss += 1
+            cut_off += 1
 
     genuine = Check("durable_records_genuine", "every step record is the result of its attempt's run of the step")
     for record in store.records:
@@ -126,6 +127,6 @@ def judge(store: DurableStore) -> tuple[list[Check], dict[str, Any]]:
         "durable jobs (completed)": f"{len(store.jobs)} ({sum(s == 'completed' for s in store.jobs.values())})",
         "durable jobs resumed by a later attempt": sum(1 for n in by_job.values() if n > 1),
         "step bodies run / steps recorded": f"{len(store.runs)} / {len(store.records)}",
-        "step bodies re-run by an attempt that had lost the job": after_loss,
+        "step bodies cut off before their record (run again later)": cut_off,
     }
     return [once, resumed, genuine], figures
