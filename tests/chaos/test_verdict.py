@@ -132,7 +132,8 @@ def test_each_violation_is_found_and_a_clean_job_passes():
 
 
 def test_the_durable_checks_fail_on_a_step_re_run_after_its_record_a_made_up_record_and_a_missing_step():
-    from .durable import DurableStore, StepRecord, StepRun, judge as judge_durable
+    from .durable import DurableStore, StepRecord, StepRun
+    from .durable import judge as judge_durable
     from .plan import step_names, step_result
 
     def recorded(job: str, step: str, attempt: int) -> StepRecord:
