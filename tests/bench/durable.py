@@ -7,7 +7,7 @@ claimed as a worker claims it, and a handler's context calls, per round:
 ``ctx.progress`` written at once (the baseline: a progress report), ``ctx.checkpoint``
 (a report carrying a 100-byte checkpoint) and ``ctx.run_step`` with a new name
 each call (a step record and its event). Prints, per call, the SQL statements
-Django sends (``CaptureQueriesContext``; BEGIN and COMMIT are not among them) and
+Django sends (``CaptureQueriesContext``, BEGIN and COMMIT included) and
 the median over rounds of the wall time in µs: what a handler waits per call.
 """
 
