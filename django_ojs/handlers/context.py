@@ -202,6 +202,8 @@ class JobContext:
         check_step_name(name)
         if name in recorded:
             return recorded[name]  # as recorded by an earlier attempt
+        # A job already known to be no longer ours starts no step: its record would be refused.
+        self.raise_if_cancelled()
         return self._record(name, fn(*args, **kwargs))
 
     async def arun_step(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
@@ -212,6 +214,7 @@ class JobContext:
         check_step_name(name)
         if name in recorded:
             return recorded[name]
+        self.raise_if_cancelled()
         result = await fn(*args, **kwargs)
         return await asyncio.to_thread(self._record, name, result)
 

@@ -68,3 +68,28 @@ def test_values_that_cannot_be_kept_are_a_value_error(claim):
     with pytest.raises(ValueError, match="charge"):
         ctx.run_step("charge", lambda: object())
     assert not JobStep.objects.exists()
+
+
+def test_async_handlers_run_steps_once_too(claim):
+    import asyncio
+
+    job = claim("w1", options={"retry": {"max_attempts": 3, "initial_interval": "PT1S"}})
+    calls: list[int] = []
+
+    async def label(order_id):
+        calls.append(order_id)
+        return {"label": f"LBL-{order_id}"}
+
+    assert asyncio.run(context(job).arun_step("label", label, 7)) == {"label": "LBL-7"}
+    again = context(retry(job), "w2")
+    assert asyncio.run(again.arun_step("label", label, 7)) == {"label": "LBL-7"}
+    assert calls == [7]
+
+
+def test_a_cancelled_context_starts_no_step(claim):
+    ctx = context(claim("w1"))
+    ctx.cancel("the job was cancelled")
+    ran: list[bool] = []
+    with pytest.raises(JobCancelled):
+        ctx.run_step("charge", lambda: ran.append(True))
+    assert ran == [] and not JobStep.objects.exists()
