@@ -308,7 +308,9 @@ class Job(models.Model):
     checkpoint = models.JSONField(null=True, blank=True)
     # How many durable steps it has recorded (JobStep rows): a FETCH reads the steps of
     # the jobs that have some, and of no other, so a job that uses none pays nothing.
-    step_count = models.PositiveIntegerField(default=0)
+    # A database default too: an INSERT that names no such column (code of the release
+    # before, during a rolling deploy) still stores a job.
+    step_count = models.PositiveIntegerField(default=0, db_default=0)
     error = models.JSONField(null=True, blank=True, help_text="The most recent error.")
     retry_delay_ms = models.BigIntegerField(null=True, blank=True)
     # A discarded job kept for operators (on_exhaustion "dead_letter").
