@@ -1,6 +1,7 @@
 """Durable jobs: a job's last checkpoint (ojs-progress §6.4), how many durable steps it recorded,
 and the steps themselves, one per name per job."""
 
+import django.db.models.deletion
 from django.db import migrations, models
 
 
