@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ..models import Job
 
 T = TypeVar("T")
+# What ``JobContext`` holds until it reads the job's checkpoint.
+_UNREAD = object()
 
 
 class JobCancelled(Exception):
@@ -61,8 +63,9 @@ class JobContext:
         self._cancel_reason: str | None = None
         self._progress_pending: Any = None
         self._progress_sent_at: float | None = None
-        # The latest checkpoint this execution knows: the job's as fetched, then its own.
-        self._checkpoint: Any = (job.checkpoint or {}).get("state")
+        # The latest checkpoint this execution knows: the job's as fetched (read at first
+        # use), then its own.
+        self._checkpoint: Any = _UNREAD
         # The job's recorded steps by name, read at the first use (None: not yet read).
         self._steps: dict[str, Any] | None = None
         # Called once with the reason when the job is cancelled: the async
@@ -163,6 +166,8 @@ class JobContext:
     @property
     def last_checkpoint(self) -> dict[str, Any] | None:
         """The latest checkpoint of this job, from an earlier attempt or this one (None: none yet)."""
+        if self._checkpoint is _UNREAD:
+            self._checkpoint = (self.job.checkpoint or {}).get("state")
         return self._checkpoint
 
     def checkpoint(self, state: dict[str, Any]) -> None:
