@@ -28,6 +28,14 @@ T = TypeVar("T")
 _UNREAD = object()
 
 
+def _check_name(name: str) -> None:
+    """A step name the wire refuses is a bug in the handler: ValueError, as for a bad checkpoint."""
+    try:
+        check_step_name(name)
+    except InvalidRequest as exc:
+        raise ValueError(exc.message) from None
+
+
 class JobCancelled(Exception):
     """Raised by ``ctx.raise_if_cancelled()`` once the job is no longer this worker's to finish.
 
@@ -204,7 +212,7 @@ class JobContext:
         ``JobCancelled`` when this attempt no longer holds the job.
         """
         recorded = self._recorded()
-        check_step_name(name)
+        _check_name(name)
         if name in recorded:
             return recorded[name]  # as recorded by an earlier attempt
         # A job already known to be no longer ours starts no step: its record would be refused.
@@ -216,7 +224,7 @@ class JobContext:
         import asyncio
 
         recorded = await asyncio.to_thread(self._recorded)
-        check_step_name(name)
+        _check_name(name)
         if name in recorded:
             return recorded[name]
         self.raise_if_cancelled()
@@ -229,6 +237,8 @@ class JobContext:
         return f"{self.job.id}:{step}"
 
     def _recorded(self) -> dict[str, Any]:
+        # Read once, at the first step: every record of an earlier attempt committed
+        # before that attempt lost the job, so before this one was claimed.
         if self._steps is None:
             self._steps = {step.name: step.result for step in steps_of(self.job)}
         return self._steps

@@ -67,6 +67,8 @@ def test_values_that_cannot_be_kept_are_a_value_error(claim):
         ctx.checkpoint(["not", "an", "object"])
     with pytest.raises(ValueError, match="charge"):
         ctx.run_step("charge", lambda: object())
+    with pytest.raises(ValueError, match="name"):
+        ctx.run_step("", lambda: 1)
     assert not JobStep.objects.exists()
 
 
