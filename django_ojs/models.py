@@ -334,6 +334,14 @@ class Job(models.Model):
     result = models.JSONField(null=True, blank=True)
     # The latest progress report of one attempt (django_ojs/progress.py reads it).
     progress = models.JSONField(null=True, blank=True)
+    # The latest checkpoint (ojs-progress §6.4) of any attempt: {"attempt", "state", "updated_at"}.
+    # Unlike progress it outlives its attempt: a retry resumes from it (core/durable.py).
+    checkpoint = models.JSONField(null=True, blank=True)
+    # How many durable steps it has recorded (JobStep rows): a FETCH reads the steps of
+    # the jobs that have some, and of no other, so a job that uses none pays nothing.
+    # A database default too: an INSERT that names no such column (code of the release
+    # before, during a rolling deploy) still stores a job.
+    step_count = models.PositiveIntegerField(default=0, db_default=0)
     error = models.JSONField(null=True, blank=True, help_text="The most recent error.")
     retry_delay_ms = models.BigIntegerField(null=True, blank=True)
     # A discarded job kept for operators (on_exhaustion "dead_letter").
@@ -502,6 +510,28 @@ class JobError(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message[:80]}"
+
+
+class JobStep(models.Model):
+    """A durable step a job's handler completed, with its result (core/durable.py).
+
+    One per step name per job, whatever the attempt: a retry finds the record
+    and skips the step. Deleted with the job.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=255)
+    # The attempt that completed the step: it held the lease when the record was written.
+    attempt = models.PositiveIntegerField()
+    result = models.JSONField(null=True, blank=True)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="ojs_job_step_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} (attempt {self.attempt})"
 
 
 class Worker(models.Model):

@@ -107,5 +107,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"django_ojs": {"handlers": ["console"], "level": env("OJS_LOG_LEVEL", default="INFO")}},
+    "loggers": {
+        "django_ojs": {"handlers": ["console"], "level": env("OJS_LOG_LEVEL", default="INFO")},
+        # The demo handlers' own lines (example_project/demo/jobs.py).
+        "example_project": {"handlers": ["console"], "level": env("OJS_LOG_LEVEL", default="INFO")},
+    },
 }

@@ -19,7 +19,8 @@ from django.utils.safestring import SafeString
 from ..core import events
 from ..core.dead_letter import KEEPING
 from ..core.unique_keys import current_holder
-from ..models import Event, Job, JobError, Worker
+from ..models import Event, Job, JobError, JobStep, Worker
+from ..protocol.durable import render_checkpoint
 from ..protocol.envelope import render_waits
 from ..protocol.progress import percent, view
 from ..protocol.states import JobState
@@ -33,6 +34,8 @@ ERROR_HISTORY_LIMIT = 100
 # EVENT_HISTORY_MAX so a job with 10,000 events still renders fast.
 EVENT_HISTORY_LIMIT = 50
 EVENT_HISTORY_MAX = 1000
+# A job's page lists this many of its durable steps, the first recorded first.
+STEPS_LIMIT = 200
 # Progress reports are counted apart from the lifecycle events, exactly up to this many.
 PROGRESS_COUNT_LIMIT = 10_000
 _FINISHED_LABEL = {
@@ -180,6 +183,36 @@ def waits(job: Job, now: dt.datetime) -> SafeString:
             moment(parse_datetime(entry["received_at"]), now), pretty_json(entry.get("payload")),
         )))
     return _table(rows)
+def checkpoint(job: Job, now: dt.datetime) -> SafeString:
+    """The job's last checkpoint (ojs-progress §6.4): what a retry resumes from, which attempt kept it, when."""
+    shown = render_checkpoint(job.checkpoint)
+    if not shown:
+        return format_html('<span class="ojs-quiet">{}</span>', "no checkpoint")
+    kept = parse_datetime(shown["last_checkpoint_at"]) if shown["last_checkpoint_at"] else None
+    return _table([
+        ("attempt", shown["last_checkpoint_attempt"]),
+        ("kept", moment(kept, now)),
+        ("state", pretty_json(shown["last_checkpoint"])),
+    ])
+
+
+def steps(job: Job, now: dt.datetime) -> SafeString:
+    """The durable steps the job recorded, in order: name, the attempt that recorded it, when, its result."""
+    if not job.step_count:
+        return format_html('<span class="ojs-quiet">{}</span>', "no steps recorded")
+    recorded = list(JobStep.objects.filter(job_id=job.seq).order_by("id")[:STEPS_LIMIT])
+    rows = format_html_join(
+        "",
+        '<tr class="ojs-step"><td class="ojs-step-name">{}</td><td class="ojs-step-attempt">{}</td><td>{}</td><td>{}</td></tr>',
+        ((step.name, step.attempt, moment(step.recorded_at, now), pretty_json(step.result)) for step in recorded),
+    )
+    more = job.step_count - len(recorded)
+    hidden = format_html('<p class="ojs-quiet">{} more not shown</p>', more) if more > 0 else ""
+    return format_html(
+        '<table class="ojs-steps"><thead><tr><th>step</th><th>attempt</th><th>recorded</th><th>result</th></tr>'
+        "</thead><tbody>{}</tbody></table>{}",
+        rows, hidden,
+    )
 
 
 def progress_cell(job: Job) -> str:

@@ -120,6 +120,8 @@ class JobAdminBase(ConsoleAdmin):
         ("Reservation", {"fields": ["reservation"]}),
         ("Progress", {"fields": ["progress_view"]}),
         ("Snooze and signals", {"fields": ["waits_view"]}),
+        # Durable jobs: what a retry resumes from (docs/how-to/durable-jobs.md).
+        ("Checkpoint and steps", {"fields": ["checkpoint_view", "steps_view"]}),
         ("Arguments", {"fields": ["args_json"]}),
         ("Meta", {"fields": ["meta_json"]}),
         ("Result", {"fields": ["result_json"]}),
@@ -243,6 +245,14 @@ class JobAdminBase(ConsoleAdmin):
     def event_history(self, job: Job) -> SafeString:
         limit = job_pages.EVENT_HISTORY_MAX if getattr(job, "all_events", False) else job_pages.EVENT_HISTORY_LIMIT
         return job_pages.event_history(job, job.db_now, limit)
+
+    @admin.display(description="last checkpoint")
+    def checkpoint_view(self, job: Job) -> SafeString:
+        return job_pages.checkpoint(job, job.db_now)
+
+    @admin.display(description="steps")
+    def steps_view(self, job: Job) -> SafeString:
+        return job_pages.steps(job, job.db_now)
 
     @admin.display(description="errors")
     def error_history(self, job: Job) -> SafeString:

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import control, maintenance_mode
+from ..core.durable import steps_of
 from ..core.push import push, push_many
 from ..models import Job
 from ..observe.tracing import traced_push
@@ -114,7 +115,7 @@ class JobView(OJSView):
 
     def get(self, request: Any, job_id: str) -> Response:
         job = find_job(job_id)
-        return Response({"job": render_job(job, errors=job.errors.all())})
+        return Response({"job": render_job(job, errors=job.errors.all(), steps=steps_of(job))})
 
     def delete(self, request: Any, job_id: str) -> Response:
         job, previous = control.cancel(parse_job_ref(job_id, "id"))

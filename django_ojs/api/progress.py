@@ -22,11 +22,12 @@ from rest_framework.response import Response
 from ..conf import ojs_settings
 from ..core.progress import report_progress
 from ..models import Job
-from ..protocol.errors import Busy, InvalidRequest
+from ..protocol.errors import Busy
 from ..protocol.progress import parse, view
 from ..protocol.states import JobState
 from .base import OJSView
 from .jobs import find_job
+from .requests import lease_attempt, worker_id
 
 logger = logging.getLogger("django_ojs.api")
 
@@ -53,7 +54,9 @@ class ProgressView(OJSView):
 
     PUT acts on a lease when the body names one (``attempt``, ``worker_id``);
     a report for a job that is not active, or for an attempt that no longer
-    holds it, is ignored (``"accepted": false``), never an error (§6.1).
+    holds it, is ignored (``"accepted": false``), never an error (§6.1). A
+    report carrying a ``checkpoint`` (§6.4) is refused the same way: the
+    worker reads ``accepted`` to know its checkpoint was not kept.
     """
 
     required_scope = {"GET": "read", "PUT": "worker"}
@@ -64,14 +67,12 @@ class ProgressView(OJSView):
     def put(self, request: Any, job_id: str) -> Response:
         body = request.data
         report = parse(body)
-        attempt = body.get("attempt")
-        if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
-            raise InvalidRequest("attempt must be a positive integer", field="attempt")
-        worker_id = body.get("worker_id")
-        if worker_id is not None and (not isinstance(worker_id, str) or not 0 < len(worker_id) <= 255):
-            raise InvalidRequest("worker_id must be a non-empty string", field="worker_id")
+        # Without an attempt a report (its checkpoint too) lands on whichever attempt holds
+        # the job, as §6.4's example sends it; naming one is what refuses a stale checkpoint.
+        attempt = lease_attempt(body)
+        worker = worker_id(body.get("worker_id"), required=False)
         job = find_job(job_id)
-        accepted = report_progress(job.id, report, attempt=attempt, worker_id=worker_id)
+        accepted = report_progress(job.id, report, attempt=attempt, worker_id=worker)
         return _progress_response(Job.objects.get(seq=job.seq), accepted=accepted)
 
 

@@ -223,10 +223,18 @@ def _required(body: Mapping[str, Any], name: str) -> Any:
 
 
 def _lease(body: Mapping[str, Any]) -> Lease:
+    return Lease(worker_id=worker_id(body.get("worker_id"), required=False), attempt=lease_attempt(body))
+
+
+def lease_attempt(body: Mapping[str, Any], *, required: bool = False) -> int | None:
+    """The ``attempt`` a body names (its lease, with ``worker_id``); None if it names none."""
     attempt = body.get("attempt")
+    if attempt is None and required:
+        raise InvalidRequest("attempt is required: the record belongs to the attempt that holds the job",
+                             field="attempt")
     if attempt is not None and (not _is_int(attempt) or attempt < 1):
         raise InvalidRequest("attempt must be a positive integer", field="attempt")
-    return Lease(worker_id=worker_id(body.get("worker_id"), required=False), attempt=attempt)
+    return attempt
 
 
 def _is_int(value: Any) -> bool:

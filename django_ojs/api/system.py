@@ -14,6 +14,7 @@ from ..core import maintenance_mode
 from ..core.stats import THROUGHPUT_WINDOW
 from ..core.testing import reset_store
 from ..models import Event
+from ..protocol.durable import MAX_CHECKPOINT_BYTES, MAX_STEP_NAME_CHARS, MAX_STEP_RESULT_BYTES
 from ..protocol.durations import format_timestamp
 from ..protocol.errors import InvalidRequest, NotFound
 from ..protocol.progress import MAX_DATA_BYTES, MAX_MESSAGE_CHARS, MILESTONES
@@ -88,8 +89,8 @@ def conformance_level() -> int:
 
 # The official extensions served (each ojs-<name>.md, urn:ojs:ext:<name>), and our own
 # worker registration. Named as the binding's manifest names them (§21.2: a list of names).
-EXTENSIONS = ("admin-api", "dead-letter", "graceful-shutdown", "progress", "queue-config", "rate-limiting",
-              "timeouts")
+EXTENSIONS = ("admin-api", "dead-letter", "durable-steps", "graceful-shutdown", "progress", "queue-config",
+              "rate-limiting", "timeouts")
 # Our own, beyond the official ones: each described under capabilities and on the docs site.
 OWN_EXTENSIONS = ("fair-queues", "signals", "snooze", "worker-registration")
 ADMIN_BASE = "/ojs/v1/admin"
@@ -143,12 +144,13 @@ def waits_features() -> dict[str, Any]:
 
 def progress_features() -> dict[str, Any]:
     """What of ojs-progress is served (§12): the report's members and bounds, how often
-    it becomes an event, the stream and the workflow aggregate; no checkpoints (§6.4)."""
+    it becomes an event, the stream, the workflow aggregate, and checkpoints (§6.4)."""
     return {
-        "members": ["progress", "data", "message"],
+        "members": ["progress", "data", "message", "checkpoint"],
         "max_data_bytes": MAX_DATA_BYTES,
         "max_message_chars": MAX_MESSAGE_CHARS,
-        "checkpoints": False,
+        "checkpoints": True,
+        "max_checkpoint_bytes": MAX_CHECKPOINT_BYTES,
         "event_interval_seconds": ojs_settings.PROGRESS_EVENT_INTERVAL,
         "event_milestones": list(MILESTONES),
         "stream": "/ojs/v1/jobs/{id}/progress/stream",
@@ -172,6 +174,17 @@ def results_features() -> dict[str, Any]:
 def workflow_features() -> dict[str, Any]:
     """The django-ojs extensions of workflows: a running batch or group takes more jobs."""
     return {"grow": "/ojs/v1/workflows/{id}/jobs"}
+
+
+def durable_steps_features() -> dict[str, Any]:
+    """The ``durable-steps`` extension (django-ojs): where a step is recorded and its bounds."""
+    return {
+        "record": "/ojs/v1/jobs/{id}/steps/{name}",
+        "max_result_bytes": MAX_STEP_RESULT_BYTES,
+        "max_name_chars": MAX_STEP_NAME_CHARS,
+        "stale_attempt": 409,
+        "event": "job.step_completed",
+    }
 
 
 class ManifestView(OJSView):
@@ -229,6 +242,7 @@ class ManifestView(OJSView):
                     "snooze_and_signals": waits_features(),
                     "results": results_features(),
                     "workflow_extensions": workflow_features(),
+                    "durable_steps": durable_steps_features(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

@@ -6,6 +6,7 @@ from django.views.decorators.csrf import csrf_exempt
 from . import (
     cron,
     dead_letter,
+    durable,
     jobs,
     progress,
     queues,
@@ -38,6 +39,7 @@ urlpatterns = [
     path("v1/jobs/<str:job_id>/result", results.ResultView.as_view()),
     path("v1/jobs/<str:job_id>/progress", progress.ProgressView.as_view()),
     path("v1/jobs/<str:job_id>/progress/stream", progress.ProgressStreamView.as_view()),
+    path("v1/jobs/<str:job_id>/steps/<str:name>", durable.StepView.as_view()),
     path("v1/workers/fetch", LeanPost(workers.FetchView)),
     path("v1/workers/ack", LeanPost(workers.AckView)),
     path("v1/workers/nack", workers.NackView.as_view()),

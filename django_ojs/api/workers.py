@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from ..conf import ojs_settings
 from ..core import settle, workers
 from ..core.claim import fetch
+from ..core.durable import steps_by_job
 from ..core.types import LimitReport
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
@@ -38,7 +39,9 @@ class FetchView(AnsweringView):
             visibility_timeout=asked.visibility_timeout,
             limit_report=report,
         )
-        rendered = [render_job(job) for job in jobs]
+        # A retry of a durable job carries the steps it recorded, so its worker skips them.
+        steps = steps_by_job(jobs)
+        rendered = [render_job(job, steps=steps.get(job.seq)) for job in jobs]
         reply: dict[str, Any] = {"jobs": rendered}
         if rendered:
             reply["job"] = rendered[0]

@@ -16,6 +16,7 @@ from django.db.models.fields.json import KT
 from ..core import awaiting, coverage, workers
 from ..core.clock import db_now
 from ..core.dead_letter import describe, keeping
+from ..core.durable import steps_of
 from ..core.selection import JobFilter, job_uuid
 from ..core.stats import queue_figures
 from ..core.workflows import job_counts
@@ -49,7 +50,8 @@ def show_job(job_id: str) -> dict[str, Any]:
     job = Job.objects.filter(id=job_uuid(job_id)).first()
     if job is None:
         raise NotFound(f"job {job_id} not found")
-    body = render_job(job, errors=job.errors.all())
+    # Its checkpoint and steps as INFO renders them (last_checkpoint..., steps): one meaning on every surface.
+    body = render_job(job, errors=job.errors.all(), steps=steps_of(job))
     body["worker_id"] = job.worker_id
     # What GET /ojs/v1/jobs/{id}/progress answers beside the job's id and state.
     body["progress"] = view(job.state, job.attempt, job.progress)
@@ -76,6 +78,17 @@ def result_of(job_id: str, timeout: float | None) -> dict[str, Any]:
     if job.state != JobState.COMPLETED and job.error is not None:
         body["error"] = job.error
     return body
+def durable_line(rendered: dict[str, Any]) -> str:
+    """``show``'s line for people about a durable job: its steps and the checkpoint a retry resumes from."""
+    parts = []
+    if rendered.get("steps"):
+        steps = ", ".join(f"{step['name']} (attempt {step['attempt']})" for step in rendered["steps"])
+        parts.append(f"steps recorded: {steps}")
+    if "last_checkpoint" in rendered:
+        parts.append(
+            f"last checkpoint: attempt {rendered['last_checkpoint_attempt']}, {rendered['last_checkpoint_at']}"
+        )
+    return "\n".join(parts)
 
 
 def kept_line(rendered: dict[str, Any]) -> str:

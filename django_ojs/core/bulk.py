@@ -38,6 +38,7 @@ from ..models import Job, JobError
 from ..protocol.states import TERMINAL, JobState, Move, sources, target
 from . import events
 from .clock import db_now
+from .durable import forget_steps
 from .moves import cancel_changes, discard_changes, resurrect_changes
 from .workflows import advance as advance_workflows
 
@@ -158,6 +159,7 @@ def _activate(manager: Any, rows: list[tuple[int, str, str | None]], report: Bul
 def _delete(manager: Any, rows: list[tuple[int, str, str | None]], report: BulkReport) -> None:
     seqs = [seq for seq, _, _ in rows]
     JobError.objects.filter(job_id__in=seqs).delete()
+    forget_steps(seqs)
     events.forget_jobs(manager.filter(seq__in=seqs).values_list("id", flat=True))
     manager.filter(seq__in=seqs).delete()
     report.moved += len(seqs)

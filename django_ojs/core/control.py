@@ -17,6 +17,7 @@ from ..protocol.states import TERMINAL, JobState, Move, sources, target
 from . import events
 from .clock import TxNow
 from .dead_letter import is_dead_letter
+from .durable import forget_steps
 from .moves import cancel_rows, discard_changes, resurrect_changes
 from .refusal import refusal
 from .unique_keys import reentry_guard
@@ -94,6 +95,7 @@ def purge_dead(job_id: Any, *, dead_letter_only: bool = False) -> None:
                 details={"resource_type": "dead_letter_job", "resource_id": str(job_id)},
             )
         JobError.objects.filter(job_id=job.seq).delete()
+        forget_steps([job.seq])
         events.forget_jobs([job.id])
         Job.objects.filter(seq=job.seq).delete()
 

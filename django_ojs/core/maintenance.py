@@ -22,6 +22,7 @@ from ..protocol.states import WAITING, JobState, Move, sources, target
 from ..protocol.workflows import DONE
 from . import events, history, limits, maintenance_mode
 from .clock import TxNow, db_now, restarted_within
+from .durable import forget_steps
 from .settle import expire_rows, settle_rows
 from .types import Settle
 from .workers import recover_jobs
@@ -124,7 +125,7 @@ def _cap_dead_letter(max_count: int, limit: int) -> int:
 
 
 def _delete_jobs(queryset: Any, limit: int) -> int:
-    """Delete up to ``limit`` jobs, their error history and their events.
+    """Delete up to ``limit`` jobs, their error history, their durable steps and their events.
 
     ``_raw_delete`` skips Django's collector, which would first load every
     related error row; the history and the events are deleted explicitly,
@@ -136,6 +137,7 @@ def _delete_jobs(queryset: Any, limit: int) -> int:
             return 0
         seqs = [seq for seq, _ in rows]
         JobError.objects.filter(job_id__in=seqs)._raw_delete(JobError.objects.db)
+        forget_steps(seqs)
         events.forget_jobs([job_id for _, job_id in rows])
         return Job.objects.filter(seq__in=seqs)._raw_delete(Job.objects.db)
 

@@ -12,12 +12,14 @@ from django.db.models import F, Value
 
 from ..conf import ojs_settings
 from ..models import Job, Workflow
+from ..observe import signals
+from ..protocol.durable import stored_checkpoint
 from ..protocol.durations import format_timestamp, parse_timestamp
 from ..protocol.progress import Report, aggregate, current, event_due, merge, view
 from ..protocol.states import JobState
 from ..protocol.workflows import COMPLETED, Node, shown_state
 from . import events
-from .clock import db_now
+from .clock import TxNow
 
 
 def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, worker_id: str | None = None) -> bool:
@@ -25,36 +27,46 @@ def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, 
 
     Acts on a lease: ``attempt`` (and ``worker_id``) must still hold the job,
     so a late report from an attempt the reaper recovered never lands on the
-    next one. The row is taken with SKIP LOCKED: progress is fire-and-forget
-    and never waits behind the ACK or recovery that holds it. Every report
-    is stored and extends the lease as a heartbeat would (§6.3); a
+    next one. A plain report takes the row with SKIP LOCKED: progress is
+    fire-and-forget and never waits behind the ACK or recovery that holds it.
+    A report carrying a checkpoint waits for the row instead: the worker
+    resumes from it, so False must mean the lease is gone, never "busy"
+    (one row, no other lock held: it cannot deadlock). Every report is
+    stored and extends the lease as a heartbeat would (§6.3); a
     ``job.progress`` event is recorded for the attempt's first report, each
     milestone crossed, and otherwise once per ``PROGRESS_EVENT_INTERVAL``.
+    The checkpoint replaces the job's last one and outlives the attempt.
     """
+    checkpointing = report.checkpoint is not None
     with transaction.atomic():
         # By id alone, the state checked here: a state condition let PostgreSQL walk an
         # index of states whose statistics predate the backlog (tests/core/test_query_plans.py).
         job = (
-            Job.objects.select_for_update(skip_locked=True)
+            Job.objects.select_for_update(skip_locked=not checkpointing)
             .filter(id=job_id)
             .only("seq", "id", "type", "queue", "state", "attempt", "worker_id", "progress")
+            .annotate(db_now=TxNow())  # the transaction's instant, read with the row: no round trip of its own
             .first()
         )
         if job is None or job.state != JobState.ACTIVE or (attempt is not None and job.attempt != attempt):
             return False
         if worker_id and job.worker_id not in (None, worker_id):
             return False
-        now = db_now()
+        now = job.db_now
         stamp = format_timestamp(now) or ""
-        previous = current(job.progress, job.attempt)
-        stored = merge(job.progress, job.attempt, report, stamp)
-        record = event_due(previous, stored, _since(previous, now), ojs_settings.PROGRESS_EVENT_INTERVAL)
-        if record:
-            stored["event_at"] = stamp
-        job.progress = stored
-        Job.objects.filter(seq=job.seq).update(
-            progress=stored, lease_expires_at=Value(now) + F("visibility_timeout")
-        )
+        changes: dict[str, Any] = {"lease_expires_at": Value(now) + F("visibility_timeout")}
+        record = False
+        if report.reports_progress:
+            previous = current(job.progress, job.attempt)
+            stored = merge(job.progress, job.attempt, report, stamp)
+            record = event_due(previous, stored, _since(previous, now), ojs_settings.PROGRESS_EVENT_INTERVAL)
+            if record:
+                stored["event_at"] = stamp
+            job.progress = changes["progress"] = stored
+        if report.checkpoint is not None:
+            changes["checkpoint"] = stored_checkpoint(job.attempt, report.checkpoint, stamp)
+            signals.measure_after_commit("checkpoint_size_bytes", (job.type,), report.checkpoint_bytes)
+        Job.objects.filter(seq=job.seq).update(**changes)
         if record:
             events.record([events.job_event(
                 "job.progress",

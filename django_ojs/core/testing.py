@@ -13,6 +13,7 @@ from ..models import (
     Event,
     Job,
     JobError,
+    JobStep,
     Queue,
     RateLimitOverride,
     RateLimitStart,
@@ -36,7 +37,7 @@ def reset_store() -> None:
     Queue rows stay: processes remember which queues have rows. Other
     processes may keep a queue's old configuration for ``QUEUE_CONFIG_TTL``.
     """
-    emptied = (JobError, Job, WorkflowNode, Workflow, Worker, CronJob, Event, RateLimitStart, RateLimitOverride)
+    emptied = (JobError, JobStep, Job, WorkflowNode, Workflow, Worker, CronJob, Event, RateLimitStart, RateLimitOverride)
     tables = [model._meta.db_table for model in emptied]
     with transaction.atomic():
         if connection.vendor == "postgresql":

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..canvas import Signature
 from ..core import waits, workflows
+from ..core.durable import record_step, steps_of
 from ..core.progress import report_progress
 from ..core.types import Lease
+from ..protocol.durable import check_step_name, check_step_result
 from ..protocol.durations import format_timestamp
 
 # One exception for a job that was cancelled, raised here and by job.wait(): django_ojs.JobCancelled.
-from ..protocol.errors import InvalidRequest, JobCancelled, OJSError
+from ..protocol.errors import InvalidRequest, InvalidTransition, JobCancelled, OJSError
 from ..protocol.progress import combine, make
 from ..protocol.waits import delay, signal_name
 
@@ -26,6 +29,18 @@ PROGRESS_INTERVAL = 1.0
 
 if TYPE_CHECKING:
     from ..models import Job
+
+T = TypeVar("T")
+# What ``JobContext`` holds until it reads the job's checkpoint.
+_UNREAD = object()
+
+
+def _check_name(name: str) -> None:
+    """A step name the wire refuses is a bug in the handler: ValueError, as for a bad checkpoint."""
+    try:
+        check_step_name(name)
+    except InvalidRequest as exc:
+        raise ValueError(exc.message) from None
 
 
 class Snooze(Exception):
@@ -103,8 +118,8 @@ class JobContext:
     """
 
     __slots__ = (
-        "_beat", "_cancel_reason", "_on_cancel", "_progress_pending", "_progress_sent_at",
-        "deadline", "job", "metadata", "parked", "worker_id",
+        "_beat", "_cancel_reason", "_checkpoint", "_on_cancel", "_progress_pending", "_progress_sent_at",
+        "_steps", "deadline", "job", "metadata", "parked", "worker_id",
     )
 
     def __init__(self, job: Job, worker_id: str, beat: Callable[[], None], deadline: float | None = None):
@@ -121,6 +136,11 @@ class JobContext:
         self._cancel_reason: str | None = None
         self._progress_pending: Any = None
         self._progress_sent_at: float | None = None
+        # The latest checkpoint this execution knows: the job's as fetched (read at first
+        # use), then its own.
+        self._checkpoint: Any = _UNREAD
+        # The job's recorded steps by name, read at the first use (None: not yet read).
+        self._steps: dict[str, Any] | None = None
         # Called once with the reason when the job is cancelled: the async
         # worker cancels the handler's task here (a thread cannot be stopped).
         self._on_cancel: list[Callable[[str], None]] = []
@@ -292,6 +312,95 @@ class JobContext:
             report_progress(self.job.id, report, attempt=self.job.attempt, worker_id=self.worker_id)
         except Exception:  # ojs-progress §4: a report never affects the job
             logger.warning("progress of job %s not written", self.job_id, exc_info=True)
+
+    # -- durable jobs: checkpoints and steps (docs/how-to/durable-jobs.md) --------------
+
+    @property
+    def last_checkpoint(self) -> dict[str, Any] | None:
+        """The latest checkpoint of this job, from an earlier attempt or this one (None: none yet)."""
+        if self._checkpoint is _UNREAD:
+            self._checkpoint = (self.job.checkpoint or {}).get("state")
+        return self._checkpoint
+
+    def checkpoint(self, state: dict[str, Any]) -> None:
+        """Keep ``state`` as the point a retry resumes from (ojs-progress §6.4), now.
+
+        Written at once (not throttled like ``progress()``), on this attempt's
+        lease, and it counts as a heartbeat. ``state`` is a JSON object of at
+        most 16 KiB (ValueError otherwise). Raises ``JobCancelled`` when this
+        attempt no longer holds the job: nothing it does from here counts.
+        """
+        try:
+            report = make(checkpoint=state)
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
+        if not report_progress(self.job.id, report, attempt=self.job.attempt, worker_id=self.worker_id):
+            self.cancel(f"attempt {self.job.attempt} no longer holds the job: checkpoint refused")
+            self.raise_if_cancelled()
+        self._checkpoint = state
+
+    @property
+    def steps(self) -> dict[str, Any]:
+        """The results of the steps this job recorded, by name (a copy; read once per execution)."""
+        return dict(self._recorded())
+
+    def run_step(self, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` as the durable step ``name``, once per job; its result.
+
+        If an earlier attempt recorded ``name``, ``fn`` is not called and the
+        recorded result is returned. Otherwise the result (JSON, at most
+        16 KiB) is recorded in a transaction that re-checks this attempt's
+        lease, then returned as stored (a tuple comes back a list). A body cut
+        off before its record (a crash, a kill) runs again on the retry: make
+        its side effect idempotent, e.g. ``idempotency_key(name)``. Raises
+        ``JobCancelled`` when this attempt no longer holds the job.
+        """
+        recorded = self._recorded()
+        _check_name(name)
+        if name in recorded:
+            return recorded[name]  # as recorded by an earlier attempt
+        # A job already known to be no longer ours starts no step: its record would be refused.
+        self.raise_if_cancelled()
+        return self._record(name, fn(*args, **kwargs))
+
+    async def arun_step(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """``run_step()`` for ``async def`` handlers: ``await ctx.arun_step("charge", charge, card)``."""
+        import asyncio
+
+        recorded = await asyncio.to_thread(self._recorded)
+        _check_name(name)
+        if name in recorded:
+            return recorded[name]
+        self.raise_if_cancelled()
+        result = await fn(*args, **kwargs)
+        return await asyncio.to_thread(self._record, name, result)
+
+    def idempotency_key(self, step: str) -> str:
+        """``"<job id>:<step>"``: the same for every attempt of this job's step, for the
+        service a step calls to recognise a repeat (a payment API's Idempotency-Key)."""
+        return f"{self.job.id}:{step}"
+
+    def _recorded(self) -> dict[str, Any]:
+        # Read once, at the first step: every record of an earlier attempt committed
+        # before that attempt lost the job, so before this one was claimed.
+        if self._steps is None:
+            self._steps = {step.name: step.result for step in steps_of(self.job)}
+        return self._steps
+
+    def _record(self, name: str, result: Any) -> Any:
+        try:
+            check_step_result(result)
+        except InvalidRequest as exc:
+            raise ValueError(f"step {name!r}: {exc.message}") from None
+        try:
+            # As stored, so the first attempt sees what a retry will read (a tuple is a list).
+            result = json.loads(json.dumps(result))
+            step, _ = record_step(self.job.id, name, result, attempt=self.job.attempt, worker_id=self.worker_id)
+        except InvalidTransition as exc:
+            self.cancel(f"attempt {self.job.attempt} no longer holds the job: step {name!r} not recorded")
+            raise JobCancelled(exc.message) from None
+        self._recorded()[name] = step.result
+        return step.result
 
     async def aheartbeat(self) -> None:
         """``heartbeat()`` for ``async def`` handlers: the write runs in a thread, not on the loop."""

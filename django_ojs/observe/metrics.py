@@ -73,6 +73,16 @@ DURATION = Histogram(
     "ojs_job_duration_seconds", "Execution time of an attempt in the Python worker.",
     ("queue", "type", "state"), buckets=DURATION_BUCKETS,
 )
+STEPS_COMPLETED = Counter(
+    "ojs_job_steps_completed", "Durable steps whose result was recorded (job.step_completed events).", _LABELS
+)
+# ojs-progress §10: checkpoints by size; bytes of compact JSON, up to the 16 KiB bound.
+CHECKPOINT_SIZE_BUCKETS = (64, 256, 1024, 4096, 16384)
+CHECKPOINT_SIZE = Histogram(
+    "ojs_progress_checkpoint_size_bytes", "Size of the checkpoints stored with progress reports.",
+    ("job_type",), buckets=CHECKPOINT_SIZE_BUCKETS,
+)
+_MEASURED = {"checkpoint_size_bytes": CHECKPOINT_SIZE}
 QUEUE_TIME = Histogram(
     "ojs_job_queue_time_seconds", "Time from enqueue to the start of the attempt.", _LABELS, buckets=QUEUE_TIME_BUCKETS,
 )
@@ -88,6 +98,7 @@ _BY_TYPE = {
     "job.enqueued": ENQUEUED, "job.completed": COMPLETED, "job.discarded": FAILED, "job.retrying": RETRIED,
     "job.cancelled": CANCELLED, "job.expired": EXPIRED, "job.failed": ATTEMPT_FAILED,
     "job.snoozed": SNOOZED, "job.waiting": WAITING, "job.signalled": SIGNALLED,
+    "job.step_completed": STEPS_COMPLETED,
 }
 _RECOVERIES = {"worker_death", "visibility_timeout", "timeout"}
 
@@ -143,6 +154,13 @@ class _Counting:
             tally[pair] = tally.get(pair, 0) + 1
         for (queue, job_type), many in tally.items():
             _child(counter, queue, job_type).inc(many)
+
+
+    def measure(self, name: str, labels: tuple[str, ...], amount: float) -> None:
+        """A measurement committed in some transaction (a checkpoint's size)."""
+        metric = _MEASURED.get(name)
+        if metric is not None:
+            _child(metric, *labels).observe(amount)
 
 
 COUNTING = _Counting()

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.dispatch import Signal
@@ -57,6 +57,8 @@ job_progress = Signal()
 job_snoozed = Signal()
 job_waiting = Signal()
 job_signalled = Signal()
+# A durable step's result was recorded (core/durable.py).
+job_step_completed = Signal()
 worker_started = Signal()
 worker_stopped = Signal()
 # worker.stopped with reason "dead": the reaper declared the worker dead.
@@ -80,6 +82,7 @@ BY_TYPE: dict[str, Signal] = {
     "job.snoozed": job_snoozed,
     "job.waiting": job_waiting,
     "job.signalled": job_signalled,
+    "job.step_completed": job_step_completed,
     "worker.started": worker_started,
     "worker.stopped": worker_stopped,
     "queue.paused": queue_paused,
@@ -104,6 +107,12 @@ class EventCounter(Protocol):
     def count_events(self, events: list[Any]) -> None: ...
 
     def count_moves(self, kind: str, pairs: list[tuple[str, str]]) -> None: ...
+
+
+class Measurer(Protocol):
+    """A counter that also takes measurements (a histogram's observations), as ``measure_after_commit`` sends them."""
+
+    def measure(self, name: str, labels: tuple[str, ...], amount: float) -> None: ...
 
 
 _counters: list[EventCounter] = []
@@ -172,21 +181,25 @@ def _tell(method: str, *args: Any) -> None:
 class _Batch:
     """The events of one transaction (or savepoint), sent by one on_commit callback."""
 
-    __slots__ = ("callback", "events", "moves", "sid")
+    __slots__ = ("callback", "events", "measures", "moves", "sid")
 
     def __init__(self, sid: str | None):
         self.sid = sid
         self.events: list[Any] = []
         self.moves: list[tuple[str, list[tuple[str, str]]]] = []
+        self.measures: list[tuple[str, tuple[str, ...], float]] = []
         self.callback = self._send  # one bound method, so it can be found again
 
     def _send(self) -> None:
         batch, self.events = self.events, []
         moves, self.moves = self.moves, []
+        measures, self.measures = self.measures, []
         if batch:
             send(batch)
         for kind, pairs in moves:
             _tell("count_moves", kind, pairs)
+        for measurement in measures:
+            _measure(*measurement)
 
     def registered(self, connection: Any) -> bool:
         # Django drops the callbacks of a rolled-back transaction or savepoint
@@ -218,6 +231,27 @@ def count_after_commit(kind: str, pairs: list[tuple[str, str]], using: str = DEF
         _tell("count_moves", kind, pairs)
     else:
         batch.moves.append((kind, pairs))
+
+
+def measure_after_commit(name: str, labels: tuple[str, ...], amount: float, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Tell the counters that take measurements of ``amount`` once the current transaction commits
+    (a checkpoint's size: observed only if it was stored)."""
+    if not any(hasattr(counter, "measure") for counter in _counters):
+        return
+    batch = _batch(using)
+    if batch is None:
+        _measure(name, labels, amount)
+    else:
+        batch.measures.append((name, labels, amount))
+
+
+def _measure(name: str, labels: tuple[str, ...], amount: float) -> None:
+    for counter in _counters:
+        if hasattr(counter, "measure"):
+            try:
+                cast(Measurer, counter).measure(name, labels, amount)
+            except Exception:  # as robust as the receivers: never into the worker loop or the request
+                logger.exception("OJS counter %r failed", counter)
 
 
 def _batch(using: str) -> _Batch | None:

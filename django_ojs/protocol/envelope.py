@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .durable import render_checkpoint, render_step
 from .durations import RelativeTime, format_timestamp, parse_duration, parse_timestamp, to_millis
 from .errors import InvalidRequest, PayloadTooLarge
 from .ratelimit import Limit, parse_job_limit
@@ -456,8 +457,12 @@ def _check_json(value: Any, where: str, depth: int = 0) -> None:
 # -- rendering -----------------------------------------------------------------
 
 
-def render_job(job: Any, *, errors: Iterable[Any] | None = None) -> dict[str, Any]:
+def render_job(job: Any, *, errors: Iterable[Any] | None = None, steps: Iterable[Any] | None = None) -> dict[str, Any]:
     """The wire envelope of a stored job; absent attributes are omitted (json-format §14.2).
+
+    A job that checkpointed carries ``last_checkpoint`` (ojs-progress §6.4) with
+    the attempt that sent it and when; ``steps``, its recorded durable steps,
+    is rendered when given and not empty.
 
     Names from every document are emitted where they do not clash: the core's
     ``timeout`` (seconds) beside the binding's ``timeout_ms``, ``next_attempt_at``
@@ -530,6 +535,9 @@ def render_job(job: Any, *, errors: Iterable[Any] | None = None) -> dict[str, An
         if kept_until is not None:
             out["kept_until"] = format_timestamp(kept_until)
     out.update(render_waits(job))
+    out.update(render_checkpoint(getattr(job, "checkpoint", None)))
+    if steps:
+        out["steps"] = [render_step(step) for step in steps]
     if errors is not None:
         out["errors"] = [render_error(entry) for entry in errors]
     return out

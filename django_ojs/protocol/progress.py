@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .durable import check_checkpoint
 from .errors import InvalidRequest
 
 # §5.2 recommends at most 4 KB of structured data per report.
@@ -36,27 +37,35 @@ MILESTONES = (0.25, 0.5, 0.75, 1.0)
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """One progress update: a fraction in [0, 1] (clamped), structured data, or both."""
+    """One progress update: a fraction in [0, 1] (clamped), structured data, a message, a checkpoint (§6.4)."""
 
     progress: float | None = None
     data: dict[str, Any] | None = None
     message: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    # The checkpoint's size as compact JSON (bounded by durable.MAX_CHECKPOINT_BYTES).
+    checkpoint_bytes: int = 0
+
+    @property
+    def reports_progress(self) -> bool:
+        """Whether it says how far along the attempt is: a checkpoint alone does not."""
+        return self.progress is not None or self.data is not None or self.message is not None
 
 
 def parse(body: Any) -> Report:
     """A PUT body as a Report; InvalidRequest if unusable.
 
-    Members other than ``progress``, ``data`` and ``message`` are ignored, not
-    refused: an SDK that sends one this server does not know (a newer spec's,
-    ``checkpoint``) must still be heard (§4, fire-and-forget). A known member
+    Members other than ``progress``, ``data``, ``message`` and ``checkpoint``
+    are ignored, not refused: an SDK that sends one this server does not know
+    (a newer spec's) must still be heard (§4, fire-and-forget). A known member
     of the wrong type is refused: it is a bug in the worker, and a 400 tells it.
     """
     if not isinstance(body, dict):
         raise InvalidRequest("the progress body must be a JSON object", field="body")
-    return make(body.get("progress"), body.get("data"), body.get("message"))
+    return make(body.get("progress"), body.get("data"), body.get("message"), body.get("checkpoint"))
 
 
-def make(progress: Any = None, data: Any = None, message: Any = None) -> Report:
+def make(progress: Any = None, data: Any = None, message: Any = None, checkpoint: Any = None) -> Report:
     if progress is not None:
         if isinstance(progress, bool) or not isinstance(progress, (int, float)) or not math.isfinite(progress):
             raise InvalidRequest("progress must be a number between 0.0 and 1.0", field="progress")
@@ -77,9 +86,10 @@ def make(progress: Any = None, data: Any = None, message: Any = None) -> Report:
             raise InvalidRequest(
                 f"message is {len(message)} characters; at most {MAX_MESSAGE_CHARS}", field="message"
             )
-    if progress is None and data is None and message is None:
-        raise InvalidRequest("a progress report needs progress, data or message", field="progress")
-    return Report(progress, data, message)
+    checkpoint_bytes = 0 if checkpoint is None else check_checkpoint(checkpoint)
+    if progress is None and data is None and message is None and checkpoint is None:
+        raise InvalidRequest("a progress report needs progress, data, message or checkpoint", field="progress")
+    return Report(progress, data, message, checkpoint, checkpoint_bytes)
 
 
 def combine(earlier: Report, later: Report) -> Report:

@@ -1,12 +1,16 @@
-"""Sample handlers of the demo (``manage.py ojs_demo``): one succeeds, one fails once, one sleeps."""
+"""Sample handlers of the demo (``manage.py ojs_demo``): one succeeds, one fails once, one sleeps;
+and a durable one in three steps (docs/explanation/reliability.md's walkthrough)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 
 import django_ojs
 from django_ojs.handlers.context import JobContext
+
+logger = logging.getLogger("example_project.demo")
 
 
 @django_ojs.job("demo.noop")
@@ -64,3 +68,17 @@ def sleep(ctx: JobContext, seconds: float = 3.0) -> dict:
         ctx.raise_if_cancelled()
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
     return {"slept": seconds, "jitter": round(random.random(), 3)}
+
+
+@django_ojs.job("demo.fulfil", retry={"max_attempts": 3, "initial_interval": "PT1S"})
+def fulfil(ctx: JobContext, order_id: int, seconds: float = 4.0) -> dict:
+    """Three durable steps of a few seconds each: a worker killed mid-way, the retry resumes at the step it was in."""
+
+    def step(name: str) -> dict:
+        logger.info("order %s: %s runs in attempt %s", order_id, name, ctx.attempt)
+        time.sleep(seconds)  # the work: a payment, a parcel, a label
+        return {"done": name, "attempt": ctx.attempt}
+
+    for name in ("charge", "pack", "ship"):
+        ctx.run_step(name, step, name)
+    return {"order_id": order_id, "attempt": ctx.attempt}

@@ -733,3 +733,35 @@ def test_find_a_job_waiting_for_a_signal_and_send_it(page, live_server):
     expect(page.locator('[data-signal="approved"]')).to_be_visible()
     stored = Job.objects.get(id=job.id)
     assert (stored.state, stored.signals["approved"]["payload"]) == ("available", {"by": "ann"})
+
+
+def test_a_durable_jobs_page_shows_its_checkpoint_and_its_steps_with_their_attempts(page, live_server):
+    from django_ojs.core.durable import record_step
+    from django_ojs.core.progress import report_progress
+    from django_ojs.core.types import Lease
+    from django_ojs.protocol.progress import make
+
+    job = Job.objects.push(parse_job({"type": "order.fulfil", "args": [7], "options": {
+        "queue": "durable-page", "retry": {"max_attempts": 3, "initial_interval": "PT1S"}}}))
+    [first] = Job.objects.fetch(["durable-page"], worker_id="w-1")
+    assert report_progress(job.id, make(checkpoint={"packed": 3}), attempt=1, worker_id="w-1")
+    record_step(job.id, "charge", {"charge_id": "ch_3Nf9"}, attempt=1, worker_id="w-1")
+    Job.objects.fail(job.id, Failure(type="ConnectionError", message="carrier down"), lease=Lease("w-1", 1))
+    Job.objects.filter(pk=job.pk).update(run_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    Job.objects.promote_due(10)
+    [second] = Job.objects.fetch(["durable-page"], worker_id="w-2")
+    assert second.attempt == 2
+    record_step(job.id, "ship", {"label": "LBL-7"}, attempt=2, worker_id="w-2")
+
+    page.goto(f"{live_server.url}/admin/django_ojs/job/{job.pk}/change/")
+    steps = page.locator("table.ojs-steps tr.ojs-step")
+    expect(steps).to_have_count(2)
+    expect(steps.nth(0).locator(".ojs-step-name")).to_have_text("charge")
+    expect(steps.nth(0).locator(".ojs-step-attempt")).to_have_text("1")
+    expect(steps.nth(1).locator(".ojs-step-name")).to_have_text("ship")
+    expect(steps.nth(1).locator(".ojs-step-attempt")).to_have_text("2")
+    assert "ch_3Nf9" in steps.nth(0).inner_text() and "LBL-7" in steps.nth(1).inner_text()
+    facts = page.locator("fieldset:has-text('Checkpoint and steps')")
+    assert '"packed": 3' in facts.inner_text()
+    assert first.attempt == 1
+    screenshot(page, "30-job-durable-steps")

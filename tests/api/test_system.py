@@ -35,8 +35,8 @@ def test_the_manifest_answers_without_credentials_in_both_spellings(db):
 
 def test_the_manifest_announces_the_progress_features_served(api, claim):
     progress = OJSClient(None).get("/ojs/manifest").json()["capabilities"]["progress"]
-    assert progress["members"] == ["progress", "data", "message"]
-    assert (progress["checkpoints"], progress["event_milestones"]) == (False, [0.25, 0.5, 0.75, 1.0])
+    assert progress["members"] == ["progress", "data", "message", "checkpoint"]
+    assert (progress["checkpoints"], progress["event_milestones"]) == (True, [0.25, 0.5, 0.75, 1.0])
     # The bounds it announces are the ones the server holds to.
     job = claim("w1")
     over = {"message": "x" * (progress["max_message_chars"] + 1)}
@@ -46,6 +46,22 @@ def test_the_manifest_announces_the_progress_features_served(api, claim):
     # And the endpoints it names are served.
     for path in (progress["stream"], progress["workflow_progress"]):
         assert api.get(path.replace("{id}", "not-an-id")).status_code == 400
+    big = {"checkpoint": {"x": "y" * progress["max_checkpoint_bytes"]}}
+    assert api.put(f"/ojs/v1/jobs/{job.id}/progress", big).status_code == 400
+
+
+def test_the_manifest_announces_durable_steps_with_the_bounds_held_to(api, claim):
+    manifest = OJSClient(None).get("/ojs/manifest").json()
+    assert "durable-steps" in manifest["extensions"]
+    steps = manifest["capabilities"]["durable_steps"]
+    job = claim("w1")
+    path = steps["record"].replace("{id}", str(job.id))
+    too_long = path.replace("{name}", "x" * (steps["max_name_chars"] + 1))
+    assert api.put(too_long, {"attempt": 1}).status_code == 400
+    too_big = {"attempt": 1, "result": "x" * steps["max_result_bytes"]}
+    assert api.put(path.replace("{name}", "a"), too_big).status_code == 400
+    assert api.put(path.replace("{name}", "a"), {"attempt": 1, "result": 1}).status_code == 200
+    assert api.put(path.replace("{name}", "b"), {"attempt": 2}).status_code == steps["stale_attempt"]
 
 
 # --- events feed -----------------------------------------------------------------------

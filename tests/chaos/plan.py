@@ -10,7 +10,10 @@ should have become:
 - ``doomed``: always fails; discarded after ``DOOMED_MAX_ATTEMPTS``;
 - ``slow``: runs for seconds;
 - ``long``: runs longer than the visibility timeout, alive only through
-  heartbeats.
+  heartbeats;
+- ``durable``: ``DURABLE_STEPS`` durable steps (``ctx.run_step``) of a few
+  hundred ms each, so a worker is often killed mid-job; its retry must resume
+  at the first step not recorded (``tests/chaos/durable.py`` judges it).
 
 Jobs that should succeed may fail a few attempts to the chaos (a SIGKILL
 charges the attempt it interrupts), so they get room for it.
@@ -100,13 +103,26 @@ class Kind:
 KINDS = {
     kind.name: kind
     for kind in (
-        Kind("quick", 0.68, SUCCESS_MAX_ATTEMPTS, (0.0, 0.02)),
+        Kind("quick", 0.64, SUCCESS_MAX_ATTEMPTS, (0.0, 0.02)),
         Kind("flaky", 0.12, SUCCESS_MAX_ATTEMPTS, (0.0, 0.02)),
         Kind("doomed", 0.08, DOOMED_MAX_ATTEMPTS, (0.0, 0.02), succeeds=False),
         Kind("slow", 0.11, SUCCESS_MAX_ATTEMPTS, (0.5, 3.0)),
         Kind("long", 0.01, SUCCESS_MAX_ATTEMPTS, (VISIBILITY_TIMEOUT + 1, VISIBILITY_TIMEOUT + 5)),
+        # The whole job's seconds, shared by its steps.
+        Kind("durable", 0.04, SUCCESS_MAX_ATTEMPTS, (1.0, 3.0)),
     )
 }
+# The steps of a durable job: step-0 ... step-4.
+DURABLE_STEPS = 5
+
+
+def step_names() -> list[str]:
+    return [f"step-{n}" for n in range(DURABLE_STEPS)]
+
+
+def step_result(step: str, attempt: int) -> dict[str, Any]:
+    """What a durable step's body returns, and so what its record must hold: the attempt that ran it."""
+    return {"step": step, "attempt": attempt}
 
 
 # -- snooze and signals (docs/how-to/snooze-signals-timers.md) ------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 from tests.throwaway_postgres import ThrowawayCluster
 from tests.waiting import WaitTimeout, wait_until
 
+from . import durable
 from .driver import Driver
 from .plan import QUEUE, ChaosConfig, timing_environment
 from .processes import ROOT, Fleet
@@ -95,6 +96,7 @@ def _run(
     driver.stop_all()
     with cluster.connect(DATABASE) as conn:
         store = read_store(conn)
+        durable_store = durable.read(conn)
     figures = {
         "seed": config.seed,
         "PostgreSQL restart mode": config.restart,
@@ -112,6 +114,10 @@ def _run(
         unexpected_exits=driver.unexpected,
         figures=figures,
     )
+    # Durable jobs: their steps recorded once, resumed after the last record (tests/chaos/durable.py).
+    durable_checks, durable_figures = durable.judge(durable_store)
+    verdict.checks.extend(durable_checks)
+    verdict.figures.update(durable_figures)
     timeline = "\n".join(action.line(driver.began) for action in driver.actions)
     report = verdict.render()
     (artifacts / "timeline.txt").write_text(timeline + "\n")

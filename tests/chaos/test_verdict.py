@@ -153,3 +153,33 @@ def test_a_snoozed_or_parked_attempt_explains_its_rerun_and_snoozes_are_counted(
     verdict = judge(store, planned=5, interventions=Interventions([]), postgres_log="", unexpected_exits=[])
     counts = {check.name: check.count for check in verdict.checks}
     assert (counts["unexplained_reruns"], counts["snoozes"], counts["outcomes"]) == (0, 1, 1)
+def test_the_durable_checks_fail_on_a_step_re_run_after_its_record_a_made_up_record_and_a_missing_step():
+    from .durable import DurableStore, StepRecord, StepRun
+    from .durable import judge as judge_durable
+    from .plan import step_names, step_result
+
+    def recorded(job: str, step: str, attempt: int) -> StepRecord:
+        return StepRecord(job, step, attempt, step_result(step, attempt))
+
+    steps = step_names()
+    # "good": attempt 1 recorded two steps and died in the third; attempt 2 resumed there.
+    good = [recorded("good", step, 1 if n < 2 else 2) for n, step in enumerate(steps)]
+    good_runs = [StepRun("good", step, 1) for step in steps[:3]] + [StepRun("good", step, 2) for step in steps[2:]]
+    # "rerun": attempt 2 ran step-0 again although attempt 1 had recorded it.
+    rerun = [recorded("rerun", step, 1 if n == 0 else 2) for n, step in enumerate(steps)]
+    rerun_runs = [StepRun("rerun", steps[0], 1)] + [StepRun("rerun", step, 2) for step in steps]
+    # "fake": step-0's record names an attempt that never ran it; "short": completed, one step unrecorded.
+    fake = [StepRecord("fake", steps[0], 3, step_result(steps[0], 3))]
+    short = [recorded("short", step, 1) for step in steps[:-1]]
+    store = DurableStore(
+        {"good": "completed", "rerun": "completed", "fake": "discarded", "short": "completed"},
+        good + rerun + fake + short,
+        good_runs + rerun_runs + [StepRun("short", step, 1) for step in steps],
+    )
+    checks, figures = judge_durable(store)
+    assert {check.name: check.count for check in checks} == {
+        "durable_recorded_once": 1, "durable_resumed": 1, "durable_records_genuine": 1,
+    }
+    assert figures["durable jobs resumed by a later attempt"] == 2
+    clean = DurableStore({"good": "completed"}, good, good_runs)
+    assert all(check.passed for check in judge_durable(clean)[0])

@@ -19,19 +19,21 @@ from typing import Any
 
 from django_ojs.canvas import chain, signature
 from django_ojs.core.clock import db_now
+from django_ojs.core.durable import record_step
 from django_ojs.core.history import MINUTE, TRANSITIONS, minute_floor
+from django_ojs.core.maintenance import promote_due
 from django_ojs.core.progress import report_progress
 from django_ojs.core.types import Lease, WorkerInfo
 from django_ojs.models import ApiKey, Job, StatsBucket, Worker
 from django_ojs.protocol.durations import parse_timestamp
 from django_ojs.protocol.envelope import parse_job
 from django_ojs.protocol.failure import Failure
-from django_ojs.protocol.progress import Report
+from django_ojs.protocol.progress import Report, make
 from tests.helpers import history_running_since
 
 __all__ = [
     "active_job", "api_key", "busy_history", "complete_next", "dead_letter_job", "discarded_job", "finished_at",
-    "parked_job", "push", "report_on_next", "running_workflow", "silent_worker", "worker",
+    "parked_job", "push", "report_on_next", "retried_job", "running_workflow", "silent_worker", "worker",
 ]
 
 # The worker the reference's FETCH, ACK and heartbeat examples name.
@@ -132,3 +134,14 @@ def busy_history(queue: str = "email", *, minutes: int = 60) -> None:
                     transition=transition, count=count)
         for index in range(1, minutes + 1) for transition, count in per_minute.items() if count
     )
+def retried_job(job_type: str, queue: str, checkpoint: dict[str, Any], steps: dict[str, Any]) -> str:
+    """A durable job whose first attempt checkpointed, recorded ``steps`` (name: result) and failed;
+    due again in ``queue`` (which must hold no other job), for a worker to FETCH its retry; its id."""
+    job_id = active_job(job_type, queue, retry={"max_attempts": 3, "initial_interval": "PT1S"})
+    assert report_progress(job_id, make(checkpoint=checkpoint), attempt=1, worker_id=WORKER)
+    for name, result in steps.items():
+        record_step(job_id, name, result, attempt=1, worker_id=WORKER)
+    Job.objects.fail(job_id, Failure(type="ConnectionError", message="carrier API unreachable", retryable=True))
+    Job.objects.filter(id=job_id).update(run_at="2000-01-01T00:00:00Z")
+    promote_due(10)
+    return job_id

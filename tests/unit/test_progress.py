@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from django_ojs.protocol.durable import (
+    MAX_CHECKPOINT_BYTES,
+    MAX_STEP_NAME_CHARS,
+    MAX_STEP_RESULT_BYTES,
+    check_step_name,
+    check_step_result,
+)
 from django_ojs.protocol.errors import InvalidRequest
 from django_ojs.protocol.progress import (
     MAX_MESSAGE_CHARS,
@@ -65,8 +72,33 @@ def test_percent():
 
 def test_members_beyond_the_spec_are_ignored_not_refused():
     # §4: fire-and-forget; an SDK that sends a member this server does not know is still heard.
-    report = parse({"progress": 0.5, "message": "loading", "checkpoint": {"row": 5}, "colour": "red"})
+    report = parse({"progress": 0.5, "message": "loading", "colour": "red"})
     assert report == Report(0.5, None, "loading")
+
+
+def test_a_checkpoint_is_a_member_and_alone_is_a_report_but_no_progress():
+    report = parse({"progress": 0.5, "checkpoint": {"row": 5}})
+    assert (report.checkpoint, report.checkpoint_bytes, report.reports_progress) == ({"row": 5}, 9, True)
+    alone = parse({"checkpoint": {}})
+    assert alone.checkpoint == {} and not alone.reports_progress
+
+
+@pytest.mark.parametrize("checkpoint", [[1], "row 5", 5, {"x": "y" * MAX_CHECKPOINT_BYTES}, {"x": float("nan")}])
+def test_a_checkpoint_that_is_no_object_or_too_big_is_refused(checkpoint):
+    with pytest.raises(InvalidRequest) as refused:
+        parse({"checkpoint": checkpoint})
+    assert refused.value.details["field"] == "checkpoint"
+
+
+def test_step_names_and_results_are_bounded():
+    assert check_step_name("rows:1200") == "rows:1200"
+    for bad in ("", " ", "x" * (MAX_STEP_NAME_CHARS + 1), "a\nb", 5):
+        with pytest.raises(InvalidRequest):
+            check_step_name(bad)
+    assert check_step_result({"id": "ch_1"}) == 13
+    for bad in ("x" * MAX_STEP_RESULT_BYTES, {1, 2}, float("inf")):
+        with pytest.raises(InvalidRequest):
+            check_step_result(bad)
     assert parse({"message": "x" * MAX_MESSAGE_CHARS}).message == "x" * MAX_MESSAGE_CHARS
 
 

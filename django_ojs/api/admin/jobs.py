@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from ...core import control, events
 from ...core.counting import count_rows
 from ...core.dead_letter import kept_fields
+from ...core.durable import steps_of
 from ...models import Job
 from ...protocol.durations import format_timestamp
 from ...protocol.envelope import parse_job_ref, render_job
@@ -82,7 +83,7 @@ class JobView(AdminView):
 
     def get(self, request: Any, job_id: str) -> Response:
         job = job_by_ref(job_id)
-        body = render_job(job, errors=job.errors.all())
+        body = render_job(job, errors=job.errors.all(), steps=steps_of(job))
         if job.worker_id:
             body["worker_id"] = job.worker_id
         # Its lifecycle, as its admin page lists it: progress reports would push it out (core/events.job_story).

@@ -120,7 +120,9 @@ class Command(BaseCommand):
     def do_show(self, options: dict[str, Any]) -> None:
         job = reads.show_job(options["job_id"])
         # People read what a discarded job is kept as in one line under it; scripts read dead_letter, kept_until.
-        lines = [line for line in (reads.kept_line(job), reads.waiting_line(job)) if line]
+        # And what a retry of a durable job resumes from (its steps, its last checkpoint), what it is
+        # kept as, and what it waits for.
+        lines = [line for line in (reads.durable_line(job), reads.kept_line(job), reads.waiting_line(job)) if line]
         self.emit(options, job, lambda: "\n".join([output.as_json(job), *lines]))
 
     def do_signal(self, options: dict[str, Any]) -> None:

@@ -18,3 +18,17 @@ class Execution(models.Model):
     # Stamped when the handler returns or raises; empty if its process died first.
     finished_at = models.DateTimeField(null=True)
     outcome = models.CharField(max_length=8, blank=True, default="")
+
+
+class StepEffect(models.Model):
+    """One run of a durable step's body (``app/durable.py``): the step's side effect, written first.
+
+    In autocommit, outside the step's record, as a payment or an e-mail would
+    be: the verdict compares these with the step records (``tests/chaos/durable.py``).
+    """
+
+    job_id = models.UUIDField(db_index=True)
+    step = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    pid = models.PositiveIntegerField()
+    at = models.DateTimeField()
