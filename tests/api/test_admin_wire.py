@@ -49,14 +49,16 @@ def issue(*scopes: str) -> str:
     return ApiKey.objects.issue("wire " + "+".join(scopes), scopes)[1]
 
 
-def discarded(queue: str, spec: Any) -> Job:
-    job = Job.objects.push(spec(type="mail.send", priority=100, options={"queue": queue, "retry": {"max_attempts": 1}}))
+def discarded(queue: str, spec: Any, on_exhaustion: str = "discard") -> Job:
+    retry = {"max_attempts": 1, "on_exhaustion": on_exhaustion}
+    job = Job.objects.push(spec(type="mail.send", priority=100, options={"queue": queue, "retry": retry}))
     Job.objects.fetch([queue], worker_id="w-fail")
     return Job.objects.fail(job.id, Failure(type="SMTPError", message="refused"))
 
 
 # Every admin endpoint, method and path, in an order in which each answers an admin key 2xx over the
-# store ``endpoint_store`` makes: {job} a waiting job, {failed} a discarded one. A read key, a worker's
+# store ``endpoint_store`` makes: {job} a waiting job, {failed} a discarded one, {letter} and {other} dead
+# letters, and more in "letters" for the moves by filter. A read key, a worker's
 # and a producer's key must get 403 from each that needs more than they hold.
 ENDPOINTS: list[tuple[str, str, Any]] = [
     ("GET", "/queues", None),
@@ -69,6 +71,9 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("GET", "/stats/history", None),
     ("GET", "/system/maintenance", None),
     ("GET", "/system/config", None),
+    ("GET", "/dead-letter", None),
+    ("GET", "/dead-letter/stats", None),
+    ("GET", "/dead-letter/{letter}", None),
     ("POST", "/queues/mail/pause", {}),
     ("POST", "/queues/mail/resume", {}),
     ("PUT", "/queues/mail/config", {"concurrency": 1}),
@@ -81,20 +86,28 @@ ENDPOINTS: list[tuple[str, str, Any]] = [
     ("DELETE", "/queues/mail/jobs", {"states": ["cancelled"], "confirm": True}),
     ("POST", "/workers/w1/quiet", {}),
     ("DELETE", "/workers/w-gone", None),
+    ("POST", "/dead-letter/{letter}/retry", {}),
+    ("DELETE", "/dead-letter/{other}", None),
+    ("POST", "/dead-letter/retry", {"filter": {"queue": "letters"}, "confirm": True}),
+    ("DELETE", "/dead-letter", {"filter": {"queue": "letters"}, "confirm": True}),
     ("POST", "/system/maintenance", {"enabled": True}),
 ]
 READ_METHODS = {"GET"}
 
 
 def endpoint_store(spec: Any) -> dict[str, str]:
-    """A waiting job in "mail", two discarded in "dead", a live worker w1 and a dead one, w-gone."""
+    """A waiting job in "mail", two discarded in "dead", two dead letters in "kept" and two in "letters",
+    a live worker w1 and a dead one, w-gone."""
     job = Job.objects.push(spec(options={"queue": "mail"}))
     failed = discarded("dead", spec)
     discarded("dead", spec)
+    letter, other = (discarded("kept", spec, "dead_letter") for _ in range(2))
+    for _ in range(2):
+        discarded("letters", spec, "dead_letter")
     Worker.objects.register("w1")
     Worker.objects.register("w-gone")
     Worker.objects.filter(pk="w-gone").update(last_heartbeat_at=ago(minutes=10))
-    return {"job": str(job.id), "failed": str(failed.id)}
+    return {"job": str(job.id), "failed": str(failed.id), "letter": str(letter.id), "other": str(other.id)}
 
 
 def routes_served() -> set[tuple[str, str]]:
@@ -110,7 +123,8 @@ def routes_served() -> set[tuple[str, str]]:
 
 def test_the_endpoint_table_names_every_admin_route_and_method():
     """A new endpoint, or a new method of one, joins ENDPOINTS: the scope checks below then cover it."""
-    tabled = {(method, resolve(ADMIN + path.format(job=UNKNOWN, failed=UNKNOWN)).route.removeprefix("ojs/v1/admin/"))
+    unknown = dict.fromkeys(("job", "failed", "letter", "other"), UNKNOWN)
+    tabled = {(method, resolve(ADMIN + path.format(**unknown)).route.removeprefix("ojs/v1/admin/"))
               for method, path, _ in ENDPOINTS}
     assert tabled == routes_served()
 
@@ -199,7 +213,7 @@ def test_workers_on_the_wire(wire, spec):
     Worker.objects.filter(pk="w-gone").update(last_heartbeat_at=ago(minutes=10))
 
     listed = call(wire, "GET", f"{ADMIN}/workers")[2]
-    assert listed["summary"] == {"total": 2, "running": 1, "quiet": 0, "terminate": 0, "dead": 1}
+    assert listed["summary"] == {"total": 2, "running": 1, "quiet": 0, "draining": 0, "dead": 1}
     assert call(wire, "GET", f"{ADMIN}/workers/w-gone")[2]["jobs"][0]["id"] == str(held.id)
     assert call(wire, "POST", f"{ADMIN}/workers/w1/quiet")[2]["directive"] == "quiet"
     beat = call(wire, "POST", "/ojs/v1/workers/heartbeat", {"worker_id": "w1"}, key=worker_key)[2]
