@@ -89,14 +89,25 @@ class DeadLetterRetryView(OJSView):
         return Response({"job": body})
 
 
+def shown_dead_letter(job_id: str) -> dict[str, Any]:
+    """One dead letter with its error history; 404 for a job that is not one (a plain discard too)."""
+    job = find(parse_job_ref(job_id, "id"))
+    return {"job": render_job(job, errors=job.errors.all())}
+
+
+def delete_dead_letter(job_id: str) -> str:
+    """Delete one dead letter for good; its id. 404 for a job that is not one."""
+    ref = parse_job_ref(job_id, "id")
+    control.purge_dead(ref, dead_letter_only=True)
+    return str(ref)
+
+
 class DeadLetterJobView(OJSView):
     required_scope = {"GET": "read", "DELETE": "admin"}
 
     def get(self, request: Any, job_id: str) -> Response:
-        job = find(parse_job_ref(job_id, "id"))
-        return Response({"job": render_job(job, errors=job.errors.all())})
+        return Response(shown_dead_letter(job_id))
 
     def delete(self, request: Any, job_id: str) -> Response:
-        ref = parse_job_ref(job_id, "id")
-        control.purge_dead(ref, dead_letter_only=True)
-        return Response({"deleted": True, "job_id": str(ref), "id": str(ref)})
+        ref = delete_dead_letter(job_id)
+        return Response({"deleted": True, "job_id": ref, "id": ref})

@@ -17,18 +17,16 @@ from typing import Any
 from rest_framework.response import Response
 
 from ...core import control
-from ...core.counting import count_rows
-from ...core.dead_letter import DEAD_LETTER, find
+from ...core.dead_letter import DEAD_LETTER
 from ...core.selection import JobFilter
 from ...core.stats import dead_letter_stats
 from ...protocol.envelope import parse_job_ref, render_job
 from ...protocol.errors import InvalidRequest
-from ..dead_letter import render_stats
+from ..dead_letter import delete_dead_letter, render_stats, shown_dead_letter
 from .base import AdminView, confirmed, timestamp_param
 from .bulk import run
 from .filters import filter_from_body, filter_from_query
-from .jobs import listed, render_listed
-from .paging import keyset_of, page_of
+from .jobs import job_page
 
 
 def dead_letter_of(job_filter: JobFilter) -> JobFilter:
@@ -43,16 +41,7 @@ class DeadLetterListView(AdminView):
 
     def get(self, request: Any) -> Response:
         params = request.query_params
-        selection = dead_letter_of(filter_from_query(params)).selection()
-        keyset = keyset_of(params)
-        page = page_of(params)
-        rows, has_more = page.slice(listed(keyset.apply(selection)))
-        total = count_rows(selection)
-        pagination = page.meta(total.value, has_more, exact=total.exact)
-        if has_more:
-            pagination["next_cursor"] = keyset.cursor_after(rows[-1])
-        return Response({"items": [render_listed(row) for row in rows], "pagination": pagination,
-                         "sort": keyset.sort, "order": "desc" if keyset.descending else "asc"})
+        return Response(job_page(dead_letter_of(filter_from_query(params)).selection(), params))
 
     def delete(self, request: Any) -> Response:
         body = self.body()
@@ -85,13 +74,10 @@ class DeadLetterJobView(AdminView):
     """One dead letter: ``GET`` it with its error history, ``DELETE`` it for good."""
 
     def get(self, request: Any, job_id: str) -> Response:
-        job = find(parse_job_ref(job_id, "id"))
-        return Response({"job": render_job(job, errors=job.errors.all())})
+        return Response(shown_dead_letter(job_id))
 
     def delete(self, request: Any, job_id: str) -> Response:
-        ref = parse_job_ref(job_id, "id")
-        control.purge_dead(ref, dead_letter_only=True)
-        return Response({"deleted": True, "job_id": str(ref)})
+        return Response({"deleted": True, "job_id": delete_dead_letter(job_id)})
 
 
 class DeadLetterRetryView(AdminView):

@@ -63,19 +63,23 @@ def job_by_ref(job_id: str) -> Job:
     return job
 
 
+def job_page(selection: QuerySet[Job], params: Any) -> dict[str, Any]:
+    """One page of ``selection`` as §7.1 lists jobs: sorted and paged by ``params``, with its count."""
+    keyset = keyset_of(params)
+    page = page_of(params)
+    rows, has_more = page.slice(listed(keyset.apply(selection)))
+    total = count_rows(selection)
+    pagination = page.meta(total.value, has_more, exact=total.exact)
+    if has_more:
+        pagination["next_cursor"] = keyset.cursor_after(rows[-1])
+    return {"items": [render_listed(row) for row in rows], "pagination": pagination,
+            "sort": keyset.sort, "order": "desc" if keyset.descending else "asc"}
+
+
 class JobListView(AdminView):
     def get(self, request: Any) -> Response:
         params = request.query_params
-        selection = filter_from_query(params).selection()
-        keyset = keyset_of(params)
-        page = page_of(params)
-        rows, has_more = page.slice(listed(keyset.apply(selection)))
-        total = count_rows(selection)
-        pagination = page.meta(total.value, has_more, exact=total.exact)
-        if has_more:
-            pagination["next_cursor"] = keyset.cursor_after(rows[-1])
-        return Response({"items": [render_listed(row) for row in rows], "pagination": pagination,
-                         "sort": keyset.sort, "order": "desc" if keyset.descending else "asc"})
+        return Response(job_page(filter_from_query(params).selection(), params))
 
 
 class JobView(AdminView):
