@@ -131,7 +131,7 @@ def fill(count: int, batch: int = 250_000) -> None:
     params = {"types": TYPES, "queues": QUEUES, "workers": WORKERS, "days": DAYS, "n": count}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            "TRUNCATE django_ojs_joberror, django_ojs_job, django_ojs_worker, django_ojs_queue, "
+            "TRUNCATE django_ojs_joberror, django_ojs_jobstep, django_ojs_job, django_ojs_worker, django_ojs_queue, "
             "django_ojs_event RESTART IDENTITY"
         )
         cursor.execute("SELECT setseed(0.42)")
