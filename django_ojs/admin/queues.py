@@ -57,7 +57,7 @@ class QueueAdmin(ConsoleAdmin):
     # (filter by queue and state).
     list_display = (
         "queue_name", "available", "active", "scheduled", "retryable", "discarded",
-        "completed_rate", "failed_rate", "oldest_waiting", "drain_time", "limits",
+        "completed_rate", "failed_rate", "oldest_waiting", "limits",
     )
     list_display_links = None
     list_title = "Queues"
@@ -152,12 +152,15 @@ class QueueAdmin(ConsoleAdmin):
         return format_html('<span class="ojs-alarm">{}</span>', _rate(rate)) if rate else _rate(rate)
 
     @admin.display(description="oldest waiting")
-    def oldest_waiting(self, queue: Queue) -> str:
+    def oldest_waiting(self, queue: Queue) -> SafeString | str:
+        # The two autoscaling signals in one cell, so the list keeps to 1280 px: how long the head
+        # has waited, and under it how long the backlog takes to drain.
         at = queue.figures.oldest_available_at
         if at is None:
             return EMPTY
         waited = human_duration(queue.now - at)
-        return waited if queue.figures.oldest_exact else f"≥ {waited}"
+        shown = waited if queue.figures.oldest_exact else f"≥ {waited}"
+        return format_html('{}<br><span class="ojs-drain">{}</span>', shown, self.drain_time(queue))
 
     @admin.display(description="drains in")
     def drain_time(self, queue: Queue) -> SafeString | str:
@@ -168,7 +171,7 @@ class QueueAdmin(ConsoleAdmin):
                                f"{_WINDOW_MINUTES} minutes: no rate to estimate from", "no rate")
         if seconds == 0:
             return EMPTY
-        return human_duration(dt.timedelta(seconds=seconds))
+        return f"drains in {human_duration(dt.timedelta(seconds=seconds))}"
 
     @admin.display(description="limits and bound")
     def limits(self, queue: Queue) -> SafeString:

@@ -339,7 +339,7 @@ def test_configure_a_queue_and_see_its_limits(page, live_server):
     expect(row_of(page, "billing")).to_contain_text("5,000 (reject)")
     expect(row_of(page, "billing")).to_contain_text("fair by meta.tenant")
     # Waiting, nothing finished yet: no rate to estimate the time to drain from.
-    expect(row_of(page, "billing").locator("td.field-drain_time")).to_have_text("no rate")
+    expect(row_of(page, "billing").locator("td.field-oldest_waiting .ojs-drain")).to_have_text("no rate")
     queue = Queue.objects.get(pk="billing")
     assert (queue.concurrency, queue.rate_limit, queue.max_size) == (4, {"limit": 120, "period": "PT1M"}, 5000)
     assert queue.fairness_key == "meta.tenant"
