@@ -1,7 +1,7 @@
 """The chaos run in CI: a few thousand jobs under about a minute of chaos (see ``tests/chaos/__init__.py``).
 
-Each PostgreSQL tox environment picks one way to restart the database
-(``OJS_CHAOS_RESTART``: tox.ini); without it both run. ``OJS_CHAOS_SEED``
+It restarts the database both ways, ``fast`` and ``immediate``, unless
+``OJS_CHAOS_RESTART`` names one (tox.ini's Django 5.2 environment runs both). ``OJS_CHAOS_SEED``
 replays a seed a failed run printed. ``python -m tests.chaos --long`` is the
 big run, for a person.
 """
