@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.forms.models import model_to_dict
 
 from django_ojs.core.clock import db_now
@@ -108,3 +109,28 @@ def history_running_since(began_at: dt.datetime, *, counted_through: dt.datetime
         defaults={"began_at": began_at, "counted_through": through, "rolled_through": hour_floor(through),
                   "marks": [[(began_at - dt.timedelta(minutes=1)).isoformat(), 0]]},
     )[0]
+
+
+@contextlib.contextmanager
+def row_held(job: Job, patience: float) -> Iterator[threading.Thread]:
+    """Another connection holds ``job``'s row FOR UPDATE, as a worker settling it would, until the block
+    ends; yields its thread (alive while it holds the row)."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.select_for_update().get(pk=job.pk)
+                locked.set()
+                release.wait(patience)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(patience)
+        yield holder
+    finally:
+        release.set()
+        holder.join(patience)

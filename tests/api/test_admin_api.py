@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection
 from django.urls import reverse
 
 from django_ojs.cli import reads
@@ -25,7 +24,7 @@ from django_ojs.core.stats import state_counts
 from django_ojs.models import Event, Job, JobError, Queue, StatsBucket, Worker, Workflow
 from django_ojs.protocol.failure import Failure
 from tests.conftest import MEDIA_TYPE
-from tests.helpers import ago, history_running_since, reload
+from tests.helpers import ago, history_running_since, reload, row_held
 from tests.waiting import PATIENCE
 
 ADMIN = "/ojs/v1/admin"
@@ -381,25 +380,8 @@ def test_an_unknown_bulk_action_is_404(api, db):
 @pytest.mark.postgres
 def test_a_bulk_move_skips_a_job_another_transaction_holds_and_names_it(transactional_db, api, push):
     held, free = discarded(push, "mail"), discarded(push, "mail")
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                Job.objects.select_for_update().get(pk=held.pk)
-                locked.set()
-                release.wait(PATIENCE)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert locked.wait(PATIENCE)
+    with row_held(held, PATIENCE):
         body = api.post(f"{ADMIN}/jobs/bulk/retry", {"filter": {"queue": "mail"}, "confirm": True}).json()
-    finally:
-        release.set()
-        holder.join(PATIENCE)
     assert (body["succeeded"], body["failed"], body["skipped_by_reason"]) == (1, 1, {"busy": 1})
     assert body["errors"][0]["job_id"] == str(held.id) and body["errors"][0]["reason"] == "busy"
     assert reload(free).state == "available" and reload(held).state == "discarded"

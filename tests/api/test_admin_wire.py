@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from django.db import connections, transaction
 from django.urls import resolve
 
 from django_ojs.api.admin import urls as admin_urls
@@ -24,7 +22,7 @@ from django_ojs.models import ApiKey, Job, Queue, StatsBucket, Worker
 from django_ojs.protocol.failure import Failure
 from tests.api.gunicorn import serving
 from tests.api.test_fuzz import snapshot
-from tests.helpers import ago, database_url, history_running_since, reload
+from tests.helpers import ago, database_url, history_running_since, reload, row_held
 from tests.waiting import PATIENCE, wait_until
 
 pytestmark = pytest.mark.postgres
@@ -295,27 +293,10 @@ def test_a_bulk_move_on_the_wire_passes_over_a_row_another_connection_holds(wire
     """A worker's transaction holds one job FOR UPDATE through the whole request: the move answers
     without waiting for it, names it as busy, and moves the rest; the same request takes it once free."""
     held, free = discarded("dead", spec), discarded("dead", spec)
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                Job.objects.select_for_update().get(pk=held.pk)
-                locked.set()
-                release.wait(PATIENCE)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
     request = {"filter": {"queue": "dead", "state": "discarded"}, "confirm": True}
-    try:
-        assert locked.wait(PATIENCE)
+    with row_held(held, PATIENCE) as holder:
         status, _, report = call(wire, "POST", f"{ADMIN}/jobs/bulk/retry", request)
         still_held = holder.is_alive()
-    finally:
-        release.set()
-        holder.join(PATIENCE)
     assert still_held, "the lock was let go before the move answered: it may have waited for it"
     assert (status, report["succeeded"], report["failed"], report["skipped_by_reason"]) == (200, 1, 1, {"busy": 1})
     assert report["errors"] == [{"job_id": str(held.id), "reason": "busy", "error": report["errors"][0]["error"]}]
