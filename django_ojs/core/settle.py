@@ -354,6 +354,17 @@ GAVE_UP = {
 }
 
 
+# The most of an error message a log line carries: the rest (messages run to
+# kilobytes: a rendered template, a response body) is on the job, in its history.
+LOG_MESSAGE_CHARS = 500
+
+
+def _log_excerpt(message: str) -> str:
+    if len(message) <= LOG_MESSAGE_CHARS:
+        return message
+    return f"{message[:LOG_MESSAGE_CHARS]}… ({len(message):,} characters; the whole message is in the job's errors)"
+
+
 def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> None:
     """One line per failed attempt, once its transaction commits (a rolled-back settle logs nothing).
 
@@ -361,7 +372,8 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
     ends it, with what it is kept as and until when, so the last failure does
     not read like any retry.
     """
-    head = f"job {job.id} ({job.type}) attempt {job.attempt}/{job.max_attempts} failed: {failure.type}: {failure.message}"
+    head = (f"job {job.id} ({job.type}) attempt {job.attempt}/{job.max_attempts} failed: {failure.type}: "
+            f"{_log_excerpt(failure.message)}")
     if ended is not None:
         until = format_timestamp(job.kept_until) if job.kept_until else "-"
         line = f"{head}; {GAVE_UP.get(ended.reason, ended.reason)} → {KEPT_WORDS[job.dead_letter]}, kept until {until}"
