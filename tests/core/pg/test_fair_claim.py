@@ -103,3 +103,21 @@ def test_opt_in_claim_cost_on_a_hundred_thousand_waiting_jobs():
         claim_micros(f"fair{tenants}", 20)
         print(f"fair queue, 100,000 waiting, {tenants} values, FETCH 10, p50 µs: "
               f"{round(statistics.median(claim_micros(f'fair{tenants}', 500)))}")
+
+
+def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns():
+    from django_ojs.core import queue_config
+    from django_ojs.models import FairTurn
+
+    queue_config.update("plans", queue_config.parse_config(
+        {"fairness_key": "meta.tenant", "fairness_weights": {"acme": 3}}, "plans"))
+    fill("available", 20, meta="""jsonb_build_object('tenant', CASE WHEN g <= 10 THEN 'acme' ELSE 'small' END)""",
+         fair_key="CASE WHEN g <= 10 THEN 'acme' ELSE 'small' END")
+    tenants: list[str] = []
+    for count in (1, 4, 3):
+        statements = statements_of(lambda count=count: tenants.extend(
+            job.meta["tenant"] for job in Job.objects.fetch(["plans"], count=count)))
+        assert len(statements) == 1, statements
+    assert tenants == ["acme", "acme", "acme", "small", "acme", "acme", "acme", "small"]
+    turns = {row.fair_key: (row.turn, row.used) for row in FairTurn.objects.filter(queue="plans")}
+    assert turns == {"acme": (3, 0), "small": (4, 0)}

@@ -1,0 +1,188 @@
+"""The claim of one fair queue in one statement.
+
+Stepwise twin: ``core.claim``'s ``claim_from`` with ``core/fairness.py``: list the values
+waiting, read their turns, take each served value's share, count the turns -- about ten
+round trips for two values. One statement does them all:
+
+1. ``claimant`` holds the worker's row ``FOR KEY SHARE`` and reads whether it was
+   declared dead (``pg/claim.py``'s);
+2. ``waiting``: the values with available jobs, a skip scan of ``ojs_job_fair``
+   (a recursive CTE: one index probe per value, whatever the jobs behind it);
+3. ``ranked``: those values in turn order (``FairTurn.turn``, then the value; a value
+   never claimed first), each with its weight (the queue's ``fairness_weights``) and
+   what is left of its current round -- only the first ``count`` of them: each value
+   ahead takes at least one job a round, so no value further back can be reached;
+4. ``slots``: the claim's jobs shared out as ``protocol.fairness.schedule`` does --
+   round by round, in a round the values in turn order, each taking what is left of its
+   weight; ``shares``: how many each value is to give;
+5. ``candidates``: each value's share, its next jobs by priority then enqueue order,
+   locked ``FOR UPDATE SKIP LOCKED`` from ``ojs_job_fair`` (a lateral probe per value);
+6. ``verdict``: ``plain`` when every candidate is plain (no rate key, not expired, as
+   in ``pg/claim.py``) and the shares were filled -- or could not be, by any value;
+7. ``claimed`` activates them exactly as ``pg/claim.py``'s ``claimed`` does (state,
+   attempt charged, started, the reservation, the deadline) and ``logged`` records
+   their ``job.started`` events;
+8. ``held`` then ``turned`` count each served value's jobs into its round
+   (``protocol.fairness.advance``): its row locked in value order after every job row,
+   as the stepwise ``Turns.write``, and upserted with its new turn.
+
+Anything else is left to the stepwise path (nothing written, nothing claimed): a dead
+claimant; a candidate with a rate key or past its ``expires_at``; a value that could
+not fill its share while another might have given more (the stepwise claim passes the
+share on). ``turns``: a claim of several queues (``core.claim.claim``) writes every
+fair queue's turns at its end, in one order, so the statement leaves them to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+from collections.abc import Sequence
+
+from ...conf import ojs_settings
+from ...models import FairTurn, Job, Queue
+from ...observe import signals
+from ...protocol.states import JobState
+from ..fairness import Turns, mended
+from ..queue_settings import QueueSettings
+from ..types import ClaimOutcome
+from . import claim as plain_claim
+from . import events, prepared
+from .rows import raw_loaded
+
+
+def applies(queue: str, configured: QueueSettings) -> bool:
+    """Can the statement claim from this fair queue now: no job pushed under an older
+    configuration left to mend (``core.fairness.mend``, which the stepwise claim does)?"""
+    return configured.fairness_key is not None and mended(queue, configured.changed_at)
+
+
+def claim(
+    queue: str,
+    count: int,
+    worker_id: str | None,
+    visibility_timeout: dt.timedelta | None,
+    configured: QueueSettings,
+    *,
+    hold: bool,
+    types: Sequence[str] | None = None,
+    turns: Turns | None = None,
+) -> ClaimOutcome:
+    """Claim up to ``count`` jobs of the fair ``queue`` in weighted round-robin, in claim order;
+    ``hold``: lock the worker's row first; ``types``: only jobs of these; ``turns``: gather the
+    values served there (written by the caller) instead of writing them."""
+    listening = signals.wanted()
+    sql = _statement(hold and worker_id is not None, listening, ojs_settings.EVENTS, types is not None,
+                     turns is None)
+    params = {
+        **plain_claim.claim_params(queue, count, worker_id, visibility_timeout, types),
+        "weights": json.dumps(dict(configured.fairness_weights)),
+        "default_weight": configured.fairness_default_weight,
+    }
+    rows = raw_loaded(Job.objects, sql, params)
+    outcome = ClaimOutcome([], rows[0].claim_alive, rows[0].claim_plain)
+    slot = {job.seq: job.fair_slot for job in rows}
+    for job in rows:
+        del job.claim_alive, job.claim_plain, job.fair_slot
+    outcome.jobs = sorted(plain_claim.claimed_jobs(rows, listening), key=lambda job: slot[job.seq])
+    if turns is not None and outcome.jobs:
+        turns.add(outcome.jobs, outcome.jobs[0].started_at)
+    return outcome
+
+
+def skip_scan(table: str) -> str:
+    """``waiting(k)``: the values of ``%(queue)s``'s key with available jobs, one index probe each (and a NULL last)."""
+    # The state as a literal and the key not null: the partial index is provably usable.
+    head = (f"SELECT fair_key FROM {table} WHERE queue = %(queue)s AND state = '{JobState.AVAILABLE.value}'"
+            " AND fair_key IS NOT NULL")
+    return (
+        f"waiting(k) AS (SELECT ({head} ORDER BY fair_key LIMIT 1)"
+        f" UNION ALL SELECT ({head} AND fair_key > w.k ORDER BY fair_key LIMIT 1) FROM waiting w WHERE w.k IS NOT NULL)"
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _statement(hold: bool, listening: bool, events_on: bool, typed: bool, writes_turns: bool) -> str:
+    """The fair claim's text for these cases (``events_on``: ``OJS["EVENTS"]``, which the logged CTE
+    reads; ``typed``: only the worker's types; ``writes_turns``: the statement counts the turns), built once."""
+    job_table = Job._meta.db_table
+    turn_table = FairTurn._meta.db_table
+    dead = "EXISTS (SELECT 1 FROM claimant WHERE NOT alive)"
+    paused = f"EXISTS (SELECT 1 FROM {Queue._meta.db_table} WHERE name = %(queue)s AND paused)"
+    of_types = f" AND {plain_claim.of_types_filter('type', '%(types)s')}" if typed else ""
+    claimant = plain_claim.claimant_cte() if hold else "claimant AS (SELECT true AS alive WHERE false)"
+    logged = events.logged_cte("claimed j", kind="%(kind)s", time="CURRENT_TIMESTAMP", data="%(data)s",
+                               listening=listening)
+    sql = (
+        f"WITH RECURSIVE {claimant}, {skip_scan(job_table)}, "
+        "ranked AS MATERIALIZED (SELECT fair_key, weight, weight - least(used, weight - 1) AS left_in_round,"
+        " rank FROM (SELECT w.k AS fair_key, coalesce(t.used, 0) AS used,"
+        " coalesce((%(weights)s::jsonb ->> w.k)::int, %(default_weight)s) AS weight,"
+        " row_number() OVER (ORDER BY coalesce(t.turn, 0), w.k) - 1 AS rank"
+        f" FROM waiting w LEFT JOIN {turn_table} t ON t.queue = %(queue)s AND t.fair_key = w.k"
+        " WHERE w.k IS NOT NULL) v WHERE rank < %(count)s), "
+        # protocol.fairness.schedule: a value's index-th job is in round 0 while its round has room, then
+        # a round per weight; the claim's slots by round, then turn order, then index.
+        "slots AS MATERIALIZED (SELECT fair_key, index, row_number() OVER (ORDER BY round, rank, index) AS slot"
+        " FROM (SELECT r.fair_key, r.rank, i AS index, CASE WHEN i < r.left_in_round THEN 0"
+        " ELSE 1 + (i - r.left_in_round) / r.weight END AS round"
+        " FROM ranked r CROSS JOIN generate_series(0, %(count)s - 1) AS i) s ORDER BY round, rank, index"
+        " LIMIT %(count)s), "
+        "shares AS MATERIALIZED (SELECT fair_key, count(*) AS share FROM slots GROUP BY fair_key), "
+        "candidates AS MATERIALIZED (SELECT c.seq, c.rate_key, c.expires_at, c.priority, s.fair_key"
+        " FROM shares s CROSS JOIN LATERAL ("
+        f" SELECT seq, rate_key, expires_at, priority FROM {job_table}"
+        # The state as a literal, the value as a range and the index's own order: ojs_job_fair, as the
+        # stepwise probe (core/fairness.candidates says why not "= value").
+        f" WHERE state = '{JobState.AVAILABLE.value}' AND queue = %(queue)s{of_types}"
+        " AND fair_key >= s.fair_key AND fair_key <= s.fair_key"
+        f" AND NOT {paused} AND NOT {dead}"
+        " ORDER BY fair_key, priority DESC, seq LIMIT s.share FOR UPDATE SKIP LOCKED) c), "
+        "got AS (SELECT s.fair_key, s.share, count(c.seq) AS got FROM shares s"
+        " LEFT JOIN candidates c ON c.fair_key = s.fair_key GROUP BY s.fair_key, s.share), "
+        "verdict AS (SELECT"
+        " coalesce(bool_and(rate_key IS NULL AND (expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)), true)"
+        # Filled; or no value could have given more: every value probed (all within reach), each short.
+        f" AND ((SELECT count(*) FROM candidates) = %(count)s OR {paused}"
+        " OR (NOT EXISTS (SELECT 1 FROM got WHERE got >= share)"
+        "  AND (SELECT count(*) FROM waiting WHERE k IS NOT NULL) = (SELECT count(*) FROM shares)))"
+        " AS plain FROM candidates), "
+        # pg/claim.py's claimed, to the letter.
+        f"claimed AS (UPDATE {job_table} j SET state = %(active)s, attempt = j.attempt + 1,"
+        " started_at = CURRENT_TIMESTAMP, worker_id = %(worker)s,"
+        " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
+        " deadline_at = CURRENT_TIMESTAMP + j.timeout"
+        " WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND (SELECT plain FROM verdict) RETURNING j.*)"
+        f"{logged}, "
+        # Each job's slot: its value's index-th job (by priority, then enqueue order) fills that value's index-th slot.
+        "placed AS (SELECT c.seq, s.slot FROM (SELECT seq, fair_key,"
+        " row_number() OVER (PARTITION BY fair_key ORDER BY priority DESC, seq) - 1 AS index FROM candidates) c"
+        " JOIN slots s ON s.fair_key = c.fair_key AND s.index = c.index)"
+    )
+    if writes_turns:
+        sql += (
+            # protocol.fairness.advance, on the rows as they are once locked (in value order, after every job row).
+            f", held AS MATERIALIZED (SELECT t.fair_key, t.turn, t.used FROM {turn_table} t"
+            " WHERE t.queue = %(queue)s AND t.fair_key IN (SELECT fair_key FROM got WHERE got > 0)"
+            " AND (SELECT plain FROM verdict) ORDER BY t.fair_key FOR UPDATE), "
+            "counted AS MATERIALIZED (SELECT g.fair_key, r.rank, r.weight, h.turn,"
+            " least(coalesce(h.used, 0), r.weight - 1) + g.got AS total"
+            " FROM got g JOIN ranked r ON r.fair_key = g.fair_key LEFT JOIN held h ON h.fair_key = g.fair_key"
+            " WHERE g.got > 0 AND (SELECT plain FROM verdict)), "
+            "ended AS (SELECT fair_key, row_number() OVER (ORDER BY total / weight, rank) AS position"
+            " FROM counted WHERE total >= weight), "
+            f"turned AS (INSERT INTO {turn_table} (queue, fair_key, turn, used, last_claimed_at)"
+            " SELECT %(queue)s, c.fair_key,"
+            f" coalesce(coalesce((SELECT max(turn) FROM {turn_table} WHERE queue = %(queue)s), 0) + e.position,"
+            " c.turn, 0), c.total %% c.weight, CURRENT_TIMESTAMP"
+            " FROM counted c LEFT JOIN ended e ON e.fair_key = c.fair_key ORDER BY c.fair_key"
+            " ON CONFLICT (queue, fair_key) DO UPDATE SET turn = excluded.turn, used = excluded.used,"
+            " last_claimed_at = excluded.last_claimed_at)"
+        )
+    sql += (
+        f" SELECT NOT {dead} AS claim_alive, v.plain AS claim_plain, p.slot AS fair_slot,"
+        f" {prepared.columns(Job, 'c')}"
+    )
+    rows_of = " FROM verdict v LEFT JOIN claimed c ON true LEFT JOIN placed p ON p.seq = c.seq"
+    return sql + (f"{events.event_columns()}{rows_of}{events.event_join('c')}" if listening else rows_of)
