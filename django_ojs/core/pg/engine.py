@@ -67,7 +67,7 @@ class PostgresEngine(StepwiseEngine):
         turns: Turns | None = None,
     ) -> ClaimOutcome | None:
         configured = settings_of(queue)
-        if configured.limit is None and fair_claim.applies(queue, configured):
+        if configured.limit is None and configured.fairness_key is not None:
             return fair_claim.claim(queue, count, worker_id, visibility_timeout, configured,
                                     hold=hold, types=types, turns=turns)
         if not one_statement(queue):

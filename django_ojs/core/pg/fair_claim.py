@@ -26,6 +26,9 @@ round trips for two values. One statement does them all:
    (``protocol.fairness.advance``): its row locked in value order after every job row,
    as the stepwise ``Turns.write``, and upserted with its new turn.
 
+While a change of the queue's key is fresh, the claim first gives the jobs pushed by
+processes that had not yet seen it their value (``core.fairness.mend``), in steps.
+
 Anything else is left to the stepwise path (nothing written, nothing claimed): a dead
 claimant; a candidate with a rate key or past its ``expires_at``; a value that could
 not fill its share while another might have given more (the stepwise claim passes the
@@ -40,22 +43,18 @@ import functools
 import json
 from collections.abc import Sequence
 
+from django.db import transaction
+
 from ...conf import ojs_settings
 from ...models import FairTurn, Job, Queue
 from ...observe import signals
 from ...protocol.states import JobState
-from ..fairness import Turns, mended
+from ..fairness import Turns, mend, mended
 from ..queue_settings import QueueSettings
 from ..types import ClaimOutcome
 from . import claim as plain_claim
 from . import events, prepared
 from .rows import raw_loaded
-
-
-def applies(queue: str, configured: QueueSettings) -> bool:
-    """Can the statement claim from this fair queue now: no job pushed under an older
-    configuration left to mend (``core.fairness.mend``, which the stepwise claim does)?"""
-    return configured.fairness_key is not None and mended(queue, configured.changed_at)
 
 
 def claim(
@@ -72,6 +71,11 @@ def claim(
     """Claim up to ``count`` jobs of the fair ``queue`` in weighted round-robin, in claim order;
     ``hold``: lock the worker's row first; ``types``: only jobs of these; ``turns``: gather the
     values served there (written by the caller) instead of writing them."""
+    if configured.fairness_key is not None and not mended(queue, configured.changed_at):
+        # While a change of the key is fresh, jobs pushed under the old one get theirs first: a few
+        # statements of its own, as the stepwise claim does (core/fairness.py).
+        with transaction.atomic(savepoint=False):
+            mend(queue, configured.fairness_key, configured.changed_at)
     listening = signals.wanted()
     sql = _statement(hold and worker_id is not None, listening, ojs_settings.EVENTS, types is not None,
                      turns is None)

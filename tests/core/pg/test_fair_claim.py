@@ -7,13 +7,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
+import re
 import statistics
 import time
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_ojs.core import queue_settings
 from django_ojs.models import Job, Queue
@@ -37,7 +41,8 @@ def statements_of(operation) -> list[str]:
     return [q["sql"] for q in queries.captured_queries]
 
 
-def test_the_fair_claim_reads_the_fair_index_and_no_backlog():
+def test_the_stepwise_fair_claim_reads_the_fair_index_and_no_backlog(settings):
+    settings.OJS = {**getattr(settings, "OJS", {}), "ONE_STATEMENT_PATHS": False}
     fill("available", BACKLOG, fair_key=TWO_TENANTS)
     fill("completed", BACKLOG, finished_at="now()", fair_key=TWO_TENANTS)
     make_fair()
@@ -49,6 +54,47 @@ def test_the_fair_claim_reads_the_fair_index_and_no_backlog():
         plan = plan_of(sql)
         assert "ojs_job_fair" in plan, plan
         assert "Seq Scan on django_ojs_job" not in plan and "Sort" not in plan, plan
+
+
+def nodes_of(node: dict) -> list[dict]:
+    return [node] + [below for child in node.get("Plans", []) for below in nodes_of(child)]
+
+
+def sorts_of_job_rows(node: dict) -> list[dict]:
+    """The Sort nodes of a JSON plan with a scan of the job table beneath them (CTE scans stop the search)."""
+    def scans_jobs(below: dict) -> bool:
+        return below.get("Relation Name") == Job._meta.db_table or any(
+            scans_jobs(child) for child in below.get("Plans", []) if child.get("Parent Relationship") != "InitPlan")
+
+    found = [node] if node["Node Type"] == "Sort" and scans_jobs(node) else []
+    return found + [sort for child in node.get("Plans", []) for sort in sorts_of_job_rows(child)]
+
+
+def test_the_one_statement_fair_claim_reads_the_fair_index_and_no_backlog():
+    """tests/core/pg/test_query_plans.py's guard, for pg/fair_claim.py: the values waiting by a skip
+    scan of ojs_job_fair, each value's share from it; no other index of jobs, no sort of job rows."""
+    fill("available", BACKLOG, fair_key=TWO_TENANTS)
+    fill("completed", BACKLOG, finished_at="now()", fair_key=TWO_TENANTS)
+    make_fair()
+    Job.objects.fetch(["plans"], count=10)  # the queue's settings and maintenance mode read, and cached
+    statements = statements_of(lambda: Job.objects.fetch(["plans"], count=10))
+    assert len(statements) == 1 and "RECURSIVE" in statements[0], statements
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        try:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + statements[0])
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("ROLLBACK")
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    text = json.dumps(plan)
+    indexes = {index for index in re.findall(r'"Index Name": "([a-z_0-9]+)"', text)}
+    job_indexes = {index for index in indexes if index.startswith(("ojs_job", "django_ojs_job"))}
+    # ojs_job_fair for the values and the shares; the primary key for the UPDATE of the rows locked.
+    assert job_indexes == {"ojs_job_fair", "django_ojs_job_pkey"}, indexes
+    assert not [node for node in nodes_of(plan[0]["Plan"])
+                if node["Node Type"] == "Seq Scan" and node.get("Relation Name") == Job._meta.db_table], text
+    assert not sorts_of_job_rows(plan[0]["Plan"]), text
 
 
 def test_an_unfair_claim_has_the_plan_and_cost_it_had_before_the_fair_index():
@@ -111,12 +157,15 @@ def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns():
 
     queue_config.update("plans", queue_config.parse_config(
         {"fairness_key": "meta.tenant", "fairness_weights": {"acme": 3}}, "plans"))
-    fill("available", 20, meta="""jsonb_build_object('tenant', CASE WHEN g <= 10 THEN 'acme' ELSE 'small' END)""",
-         fair_key="CASE WHEN g <= 10 THEN 'acme' ELSE 'small' END")
-    tenants: list[str] = []
-    for count in (1, 4, 3):
+    fill("available", 20, fair_key="CASE WHEN g <= 10 THEN 'acme' ELSE 'small' END")
+    # Long past: no job pushed under an older configuration left to mend.
+    Queue.objects.filter(name="plans").update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    queue_settings.forget()
+    # The first claim after the change mends its stragglers once, then claims in its statement.
+    tenants = [job.fair_key for job in Job.objects.fetch(["plans"], count=1)]
+    for count in (4, 3):
         statements = statements_of(lambda count=count: tenants.extend(
-            job.meta["tenant"] for job in Job.objects.fetch(["plans"], count=count)))
+            job.fair_key for job in Job.objects.fetch(["plans"], count=count)))
         assert len(statements) == 1, statements
     assert tenants == ["acme", "acme", "acme", "small", "acme", "acme", "acme", "small"]
     turns = {row.fair_key: (row.turn, row.used) for row in FairTurn.objects.filter(queue="plans")}
