@@ -170,3 +170,54 @@ def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns():
     assert tenants == ["acme", "acme", "acme", "small", "acme", "acme", "acme", "small"]
     turns = {row.fair_key: (row.turn, row.used) for row in FairTurn.objects.filter(queue="plans")}
     assert turns == {"acme": (3, 0), "small": (4, 0)}
+
+
+def server_micros(statements: list[str]) -> tuple[float, float]:
+    """The statements of one claim replayed under EXPLAIN ANALYZE in a transaction rolled back:
+    the server's execution and planning time, in µs, summed."""
+    executing = planning = 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        try:
+            for sql in statements:
+                if not sql.lstrip().upper().startswith(("WITH", "SELECT", "UPDATE", "INSERT", "DELETE")):
+                    continue  # BEGIN, COMMIT, SAVEPOINT ...
+                cursor.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + sql.replace("%%", "%"))
+                report = cursor.fetchone()[0]
+                report = (report if isinstance(report, list) else json.loads(report))[0]
+                executing += report["Execution Time"] * 1000
+                planning += report["Planning Time"] * 1000
+        finally:
+            cursor.execute("ROLLBACK")
+    return executing, planning
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("OJS_FAIRNESS_BENCH"), reason="opt-in: OJS_FAIRNESS_BENCH=1 (prints figures)")
+def test_opt_in_the_fair_statement_against_the_steps(settings):
+    """FETCH 10 of a fair queue on 100,000 waiting jobs, 2 and 100 values, stepwise and in one statement,
+    alternated in one run: wall time, statements, and the server's time per claim (EXPLAIN ANALYZE).
+    The event store off: the steps' events carry their ids, which a replay could not insert again."""
+    base = {**getattr(settings, "OJS", {}), "EVENTS": False}
+    for tenants, expression in ((2, TWO_TENANTS), (100, "'t' || (g %% 100)")):
+        queue = f"fair{tenants}"
+        fill("available", 100_000, queue=queue, fair_key=expression)
+        Queue.objects.update_or_create(name=queue, defaults={"fairness_key": "meta.tenant",
+                                                               "updated_at": timezone.now() - dt.timedelta(hours=1)})
+        figures: dict[str, dict[str, list[float]]] = {}
+        for _ in range(3):  # alternated, so drift in the machine's load falls on both alike
+            for mode, one_statement in (("steps", False), ("statement", True)):
+                settings.OJS = {**base, "ONE_STATEMENT_PATHS": one_statement}
+                queue_settings.forget()
+                claim_micros(queue, 10)  # warm up
+                runs = figures.setdefault(mode, {"wall": [], "statements": [], "exec": [], "plan": []})
+                runs["wall"] += claim_micros(queue, 100)
+                for _ in range(20):
+                    statements = statements_of(lambda: Job.objects.fetch([queue], count=10))
+                    executing, planning = server_micros(statements)
+                    runs["statements"].append(len(statements))
+                    runs["exec"].append(executing)
+                    runs["plan"].append(planning)
+        for mode, runs in figures.items():
+            print(f"\nfair queue, 100,000 waiting, {tenants} values, FETCH 10, {mode}: "
+                  + ", ".join(f"{name} p50 {statistics.median(values):,.0f}" for name, values in runs.items()))
