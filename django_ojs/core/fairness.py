@@ -184,7 +184,7 @@ def mend(queue: str, path: str, changed_at: dt.datetime | None) -> None:
     """Give ``queue``'s key to unfinished jobs pushed without one, by a process whose cached configuration
     predated the change: a bounded batch per claim while the change is fresh, then all that are left,
     once per process and change. Locked rows are skipped, never waited for."""
-    if mended(queue, changed_at):
+    if changed_at is None or mended(queue, changed_at):
         return
     fresh = _fresh(changed_at)
     unkeyed = Job.objects.filter(queue=queue, fair_key__isnull=True, state__in=UNFINISHED)

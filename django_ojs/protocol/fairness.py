@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import InvalidRequest
 

@@ -19,11 +19,11 @@ from ...conf import ojs_settings
 from ...models import Job
 from ...protocol.envelope import JobSpec
 from ...protocol.states import Move
+from ..fairness import Turns
 from ..queue_settings import register_queues, settings_of
 from ..refusal import refusal
 from ..stepwise import StepwiseEngine
 from ..types import ClaimOutcome, Lease, Settlement, TurnOutcome
-from ..fairness import Turns
 from . import claim, events, fair_claim, push, settle, turn
 
 

@@ -90,8 +90,9 @@ def claim(
     for job in rows:
         del job.claim_alive, job.claim_plain, job.fair_slot
     outcome.jobs = sorted(plain_claim.claimed_jobs(rows, listening), key=lambda job: slot[job.seq])
-    if turns is not None and outcome.jobs:
-        turns.add(outcome.jobs, outcome.jobs[0].started_at)
+    started = outcome.jobs[0].started_at if outcome.jobs else None
+    if turns is not None and started is not None:
+        turns.add(outcome.jobs, started)
     return outcome
 
 

@@ -213,7 +213,7 @@ def test_opt_in_the_fair_statement_against_the_steps(settings):
                 runs = figures.setdefault(mode, {"wall": [], "statements": [], "exec": [], "plan": []})
                 runs["wall"] += claim_micros(queue, 100)
                 for _ in range(20):
-                    statements = statements_of(lambda: Job.objects.fetch([queue], count=10))
+                    statements = statements_of(lambda queue=queue: Job.objects.fetch([queue], count=10))
                     executing, planning = server_micros(statements)
                     runs["statements"].append(len(statements))
                     runs["exec"].append(executing)
