@@ -221,3 +221,29 @@ def test_opt_in_the_fair_statement_against_the_steps(settings):
         for mode, runs in figures.items():
             print(f"\nfair queue, 100,000 waiting, {tenants} values, FETCH 10, {mode}: "
                   + ", ".join(f"{name} p50 {statistics.median(values):,.0f}" for name, values in runs.items()))
+
+
+def test_the_fair_statement_starts_a_job_as_the_plain_claim_does(spec):
+    """pg/fair_claim.py's ``claimed`` is pg/claim.py's, to the letter: the same columns written,
+    the same attempt charged, lease and deadline, the same ``job.started`` event."""
+    from django_ojs.core import workers
+    from django_ojs.models import Event
+
+    make_fair("fair")
+    Queue.objects.filter(name="fair").update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    queue_settings.forget()
+    workers.register("w-1")
+    started = {}
+    for queue in ("plain", "fair"):
+        pushed = Job.objects.push(spec(meta={"tenant": "t"}, options={"queue": queue, "timeout": 300}))
+        statements = statements_of(
+            lambda queue=queue: Job.objects.fetch([queue], worker_id="w-1", visibility_timeout=dt.timedelta(minutes=7)))
+        assert any("RECURSIVE" in sql for sql in statements) == (queue == "fair")
+        job = Job.objects.get(pk=pushed.pk)
+        event = Event.objects.get(job_id=job.id, type="job.started")
+        started[queue] = (job.state, job.attempt, job.worker_id, job.lease_expires_at - job.started_at,
+                          job.deadline_at - job.started_at, event.time == job.started_at,
+                          {name: value for name, value in event.data.items() if name not in ("queue", "job_id")})
+    assert started["fair"] == started["plain"] == (
+        "active", 1, "w-1", dt.timedelta(minutes=7), dt.timedelta(minutes=5), True,
+        {"state": "active", "attempt": 1, "job_type": "test.job", "worker_id": "w-1"})
