@@ -138,28 +138,27 @@ class Turns:
     def write(self) -> None:
         """Count each served value's claims into its round (``protocol.fairness.advance``); a value whose
         round ended goes to the back: its turn numbered after the queue's last, in the order the rounds
-        ended. The rows are locked, read and upserted queue by queue in (queue, value) order, so concurrent
-        fair claims wait for each other's rows in one order and cannot deadlock. Two claims at once may
-        number alike: a tie, broken by value."""
+        ended. Upserted in (queue, value) order, one pass, so concurrent fair claims wait for each other's
+        rows in one order and cannot deadlock. Two claims at once may number alike (a tie, broken by value),
+        and the later may count from the row as it was before the other: a value's round one claim longer.
+        (The one statement, ``pg/fair_claim.py``, counts on from the row as locked.)"""
         if self.at is None:
             return
+        upserts: list[FairTurn] = []
         for queue in sorted(self.served):
             got = self.served[queue]
-            held = FairTurn.objects.select_for_update().filter(queue=queue, fair_key__in=list(got)).order_by("fair_key")
-            rows = {row.fair_key: row for row in held}
+            rows = {row.fair_key: row for row in FairTurn.objects.filter(queue=queue, fair_key__in=list(got))}
             last = FairTurn.objects.filter(queue=queue).order_by("-turn").values_list("turn", flat=True).first() or 0
             configured = settings_of(queue)
+            turn = {key: rows[key].turn if key in rows else 0 for key in got}
             turns = [fairness.Turn(key, configured.weight_of(key), rows[key].used if key in rows else 0)
-                     for key in sorted(got, key=lambda key: (rows[key].turn if key in rows else 0, key))]
+                     for key in sorted(got, key=lambda key: (turn[key], key))]
             used, ended = fairness.advance(turns, got)
-            renumbered = {key: last + position for position, key in enumerate(ended, start=1)}
-            FairTurn.objects.bulk_create(
-                [FairTurn(queue=queue, fair_key=key, used=used[key], last_claimed_at=self.at,
-                          turn=renumbered.get(key, rows[key].turn if key in rows else 0))
-                 for key in sorted(got)],
-                update_conflicts=True, unique_fields=["queue", "fair_key"],
-                update_fields=["turn", "used", "last_claimed_at"],
-            )
+            turn.update({key: last + position for position, key in enumerate(ended, start=1)})
+            upserts += [FairTurn(queue=queue, fair_key=key, turn=turn[key], used=used[key], last_claimed_at=self.at)
+                        for key in sorted(got)]
+        FairTurn.objects.bulk_create(upserts, update_conflicts=True, unique_fields=["queue", "fair_key"],
+                                     update_fields=["turn", "used", "last_claimed_at"])
         self.served.clear()
         self.at = None
 

@@ -22,9 +22,9 @@ round trips for two values. One statement does them all:
 7. ``claimed`` activates them exactly as ``pg/claim.py``'s ``claimed`` does (state,
    attempt charged, started, the reservation, the deadline) and ``logged`` records
    their ``job.started`` events;
-8. ``held`` then ``turned`` count each served value's jobs into its round
-   (``protocol.fairness.advance``): its row locked in value order after every job row,
-   as the stepwise ``Turns.write``, and upserted with its new turn.
+8. ``counted`` then ``turned`` count each served value's jobs into its round
+   (``protocol.fairness.advance``): one upsert in value order, after every job row,
+   whose update counts on from the row as it is once locked.
 
 While a change of the queue's key is fresh, the claim first gives the jobs pushed by
 processes that had not yet seen it their value (``core.fairness.mend``), in steps.
@@ -121,7 +121,7 @@ def _statement(hold: bool, listening: bool, events_on: bool, typed: bool, writes
                                listening=listening)
     sql = (
         f"WITH RECURSIVE {claimant}, {skip_scan(job_table)}, "
-        "ranked AS MATERIALIZED (SELECT fair_key, weight, weight - least(used, weight - 1) AS left_in_round,"
+        "ranked AS MATERIALIZED (SELECT fair_key, weight, used, weight - least(used, weight - 1) AS left_in_round,"
         " rank FROM (SELECT w.k AS fair_key, coalesce(t.used, 0) AS used,"
         " coalesce((%(weights)s::jsonb ->> w.k)::int, %(default_weight)s) AS weight,"
         " row_number() OVER (ORDER BY coalesce(t.turn, 0), w.k) - 1 AS rank"
@@ -167,23 +167,21 @@ def _statement(hold: bool, listening: bool, events_on: bool, typed: bool, writes
     )
     if writes_turns:
         sql += (
-            # protocol.fairness.advance, on the rows as they are once locked (in value order, after every job row).
-            f", held AS MATERIALIZED (SELECT t.fair_key, t.turn, t.used FROM {turn_table} t"
-            " WHERE t.queue = %(queue)s AND t.fair_key IN (SELECT fair_key FROM got WHERE got > 0)"
-            " AND (SELECT plain FROM verdict) ORDER BY t.fair_key FOR UPDATE), "
-            "counted AS MATERIALIZED (SELECT g.fair_key, r.rank, r.weight, h.turn,"
-            " least(coalesce(h.used, 0), r.weight - 1) + g.got AS total"
-            " FROM got g JOIN ranked r ON r.fair_key = g.fair_key LEFT JOIN held h ON h.fair_key = g.fair_key"
-            " WHERE g.got > 0 AND (SELECT plain FROM verdict)), "
-            "ended AS (SELECT fair_key, row_number() OVER (ORDER BY total / weight, rank) AS position"
-            " FROM counted WHERE total >= weight), "
-            f"turned AS (INSERT INTO {turn_table} (queue, fair_key, turn, used, last_claimed_at)"
-            " SELECT %(queue)s, c.fair_key,"
-            f" coalesce(coalesce((SELECT max(turn) FROM {turn_table} WHERE queue = %(queue)s), 0) + e.position,"
-            " c.turn, 0), c.total %% c.weight, CURRENT_TIMESTAMP"
-            " FROM counted c LEFT JOIN ended e ON e.fair_key = c.fair_key ORDER BY c.fair_key"
-            " ON CONFLICT (queue, fair_key) DO UPDATE SET turn = excluded.turn, used = excluded.used,"
-            " last_claimed_at = excluded.last_claimed_at)"
+            # protocol.fairness.advance. Each served value's candidate turn, after the queue's last: by the
+            # round its claims end, then turn order (its round ends when, with the row as locked, it fills).
+            ", counted AS MATERIALIZED (SELECT g.fair_key, g.got, r.weight, least(r.used, r.weight - 1) + g.got AS total,"
+            f" coalesce((SELECT max(turn) FROM {turn_table} WHERE queue = %(queue)s), 0)"
+            " + row_number() OVER (ORDER BY (least(r.used, r.weight - 1) + g.got) / r.weight, r.rank) AS next_turn"
+            " FROM got g JOIN ranked r ON r.fair_key = g.fair_key WHERE g.got > 0 AND (SELECT plain FROM verdict)), "
+            # One pass in value order, after every job row: a new value's row inserted, a known one locked and
+            # counted on as it is then (a claim committed meanwhile included), so concurrent claims wait in one order.
+            f"turned AS (INSERT INTO {turn_table} AS t (queue, fair_key, turn, used, last_claimed_at)"
+            " SELECT %(queue)s, fair_key, CASE WHEN got >= weight THEN next_turn ELSE 0 END, got %% weight,"
+            " CURRENT_TIMESTAMP FROM counted ORDER BY fair_key"
+            " ON CONFLICT (queue, fair_key) DO UPDATE SET (turn, used, last_claimed_at) = (SELECT"
+            " CASE WHEN least(t.used, c.weight - 1) + c.got >= c.weight THEN c.next_turn ELSE t.turn END,"
+            " (least(t.used, c.weight - 1) + c.got) %% c.weight, excluded.last_claimed_at"
+            " FROM counted c WHERE c.fair_key = excluded.fair_key))"
         )
     sql += (
         f" SELECT NOT {dead} AS claim_alive, v.plain AS claim_plain, p.slot AS fair_slot,"

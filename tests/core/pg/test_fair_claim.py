@@ -29,6 +29,12 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 TWO_TENANTS = "CASE WHEN g <= 100 THEN 'small' ELSE 'big' END"
 
 
+@pytest.fixture
+def one_statement(settings):
+    """The PostgreSQL engine's statements, whatever ``OJS_TEST_ENGINE`` says."""
+    settings.OJS = {**getattr(settings, "OJS", {}), "ONE_STATEMENT_PATHS": True}
+
+
 def make_fair(queue: str = "plans") -> None:
     # The row as the configuration stores it, without rekeying: the fill set each job's value.
     Queue.objects.update_or_create(name=queue, defaults={"fairness_key": "meta.tenant"})
@@ -70,7 +76,7 @@ def sorts_of_job_rows(node: dict) -> list[dict]:
     return found + [sort for child in node.get("Plans", []) for sort in sorts_of_job_rows(child)]
 
 
-def test_the_one_statement_fair_claim_reads_the_fair_index_and_no_backlog():
+def test_the_one_statement_fair_claim_reads_the_fair_index_and_no_backlog(one_statement):
     """tests/core/pg/test_query_plans.py's guard, for pg/fair_claim.py: the values waiting by a skip
     scan of ojs_job_fair, each value's share from it; no other index of jobs, no sort of job rows."""
     fill("available", BACKLOG, fair_key=TWO_TENANTS)
@@ -151,7 +157,7 @@ def test_opt_in_claim_cost_on_a_hundred_thousand_waiting_jobs():
               f"{round(statistics.median(claim_micros(f'fair{tenants}', 500)))}")
 
 
-def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns():
+def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns(one_statement):
     from django_ojs.core import queue_config
     from django_ojs.models import FairTurn
 
@@ -223,7 +229,7 @@ def test_opt_in_the_fair_statement_against_the_steps(settings):
                   + ", ".join(f"{name} p50 {statistics.median(values):,.0f}" for name, values in runs.items()))
 
 
-def test_the_fair_statement_starts_a_job_as_the_plain_claim_does(spec):
+def test_the_fair_statement_starts_a_job_as_the_plain_claim_does(spec, one_statement):
     """pg/fair_claim.py's ``claimed`` is pg/claim.py's, to the letter: the same columns written,
     the same attempt charged, lease and deadline, the same ``job.started`` event."""
     from django_ojs.core import workers
