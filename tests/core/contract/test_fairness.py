@@ -204,3 +204,20 @@ def test_six_concurrent_claimers_of_one_weighted_queue_take_each_job_once_and_ke
     big_before = sum(1 for _, tenant in claimed[:last_small] if tenant == "big")
     # Three big per small, give or take the claims of the six in flight (two jobs each, a round of three).
     assert big_before <= 3 * 10 + 6 * 2 * 3, claimed
+
+
+@pytest.mark.postgres
+def test_six_concurrent_claimers_meeting_new_values_take_each_job_once_and_never_deadlock(transactional_db, spec):
+    weigh(fairness_weights={"t0": 2, "t5": 3})
+    Job.objects.push_many([spec(args=[i], meta={"tenant": f"t{t}"}, options={"queue": "shared"})
+                           for i in range(10) for t in range(12)])
+    claimed: list[str] = []
+
+    def worker() -> None:
+        # Every claim meets values no claim has served yet: their turns' rows are inserted concurrently.
+        while jobs := Job.objects.fetch(["shared"], count=3):
+            claimed.extend(str(job.id) for job in jobs)
+
+    race([worker for _ in range(6)])
+    assert len(claimed) == len(set(claimed)) == 120
+    assert FairTurn.objects.filter(queue="shared").count() == 12
