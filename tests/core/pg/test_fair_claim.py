@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import statistics
 import time
 
@@ -60,47 +59,6 @@ def test_the_stepwise_fair_claim_reads_the_fair_index_and_no_backlog(settings):
         plan = plan_of(sql)
         assert "ojs_job_fair" in plan, plan
         assert "Seq Scan on django_ojs_job" not in plan and "Sort" not in plan, plan
-
-
-def nodes_of(node: dict) -> list[dict]:
-    return [node] + [below for child in node.get("Plans", []) for below in nodes_of(child)]
-
-
-def sorts_of_job_rows(node: dict) -> list[dict]:
-    """The Sort nodes of a JSON plan with a scan of the job table beneath them (CTE scans stop the search)."""
-    def scans_jobs(below: dict) -> bool:
-        return below.get("Relation Name") == Job._meta.db_table or any(
-            scans_jobs(child) for child in below.get("Plans", []) if child.get("Parent Relationship") != "InitPlan")
-
-    found = [node] if node["Node Type"] == "Sort" and scans_jobs(node) else []
-    return found + [sort for child in node.get("Plans", []) for sort in sorts_of_job_rows(child)]
-
-
-def test_the_one_statement_fair_claim_reads_the_fair_index_and_no_backlog(one_statement):
-    """tests/core/pg/test_query_plans.py's guard, for pg/fair_claim.py: the values waiting by a skip
-    scan of ojs_job_fair, each value's share from it; no other index of jobs, no sort of job rows."""
-    fill("available", BACKLOG, fair_key=TWO_TENANTS)
-    fill("completed", BACKLOG, finished_at="now()", fair_key=TWO_TENANTS)
-    make_fair()
-    Job.objects.fetch(["plans"], count=10)  # the queue's settings and maintenance mode read, and cached
-    statements = statements_of(lambda: Job.objects.fetch(["plans"], count=10))
-    assert len(statements) == 1 and "RECURSIVE" in statements[0], statements
-    with connection.cursor() as cursor:
-        cursor.execute("BEGIN")
-        try:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + statements[0])
-            plan = cursor.fetchone()[0]
-        finally:
-            cursor.execute("ROLLBACK")
-    plan = plan if isinstance(plan, list) else json.loads(plan)
-    text = json.dumps(plan)
-    indexes = {index for index in re.findall(r'"Index Name": "([a-z_0-9]+)"', text)}
-    job_indexes = {index for index in indexes if index.startswith(("ojs_job", "django_ojs_job"))}
-    # ojs_job_fair for the values and the shares; the primary key for the UPDATE of the rows locked.
-    assert job_indexes == {"ojs_job_fair", "django_ojs_job_pkey"}, indexes
-    assert not [node for node in nodes_of(plan[0]["Plan"])
-                if node["Node Type"] == "Seq Scan" and node.get("Relation Name") == Job._meta.db_table], text
-    assert not sorts_of_job_rows(plan[0]["Plan"]), text
 
 
 def test_an_unfair_claim_has_the_plan_and_cost_it_had_before_the_fair_index():
