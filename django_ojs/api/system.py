@@ -109,8 +109,10 @@ def fair_queue_features() -> dict[str, Any]:
     paths a key may take, the order FETCH serves in."""
     return {
         "config_field": "fairness_key",
+        "weights_fields": ["fairness_weights", "fairness_default_weight"],
         "paths": ["meta.<name>", "args.<index>", "args.<index>.<name>"],
-        "across_values": "round_robin, the value whose last claim is oldest first",
+        "across_values": "weighted round_robin: a value of weight w takes up to w claims a round; "
+                         "the value whose round ended longest ago first",
         "within_value": "priority, then enqueue order",
     }
 
