@@ -153,13 +153,8 @@ def _statement(hold: bool, listening: bool, events_on: bool, typed: bool, writes
         " OR (NOT EXISTS (SELECT 1 FROM got WHERE got >= share)"
         "  AND (SELECT count(*) FROM waiting WHERE k IS NOT NULL) = (SELECT count(*) FROM shares)))"
         " AS plain FROM candidates), "
-        # pg/claim.py's claimed, to the letter.
-        f"claimed AS (UPDATE {job_table} j SET state = %(active)s, attempt = j.attempt + 1,"
-        " started_at = CURRENT_TIMESTAMP, worker_id = %(worker)s,"
-        " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
-        " deadline_at = CURRENT_TIMESTAMP + j.timeout"
-        " WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND (SELECT plain FROM verdict) RETURNING j.*)"
-        f"{logged}, "
+        # The same move as an unfair claim's.
+        f"{plain_claim.claimed_cte()}{logged}, "
         # Each job's slot: its value's index-th job (by priority, then enqueue order) fills that value's index-th slot.
         "placed AS (SELECT c.seq, s.slot FROM (SELECT seq, fair_key,"
         " row_number() OVER (PARTITION BY fair_key ORDER BY priority DESC, seq) - 1 AS index FROM candidates) c"
