@@ -92,9 +92,10 @@ class BatchAckView(AnsweringView):
 
     required_scope = "worker"
 
-    @property
-    def max_body_bytes(self) -> int:
-        return ojs_settings.MAX_BATCH_BYTES
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        # Read per request (a view is made for each), so a changed setting applies at once.
+        self.max_body_bytes = ojs_settings.MAX_BATCH_BYTES
 
     def admit_body(self, data: Any) -> None:
         """The cheap refusals first: the count, then each ACK's size (``check_each_storable``)."""
