@@ -171,7 +171,7 @@ def ack_many(settlements: Sequence[Settlement]) -> list[Exception | None]:
     """
     verdicts = settle_many(settlements)
     refused = [s.job_id for s, verdict in zip(settlements, verdicts) if verdict is Verdict.REFUSED]
-    # Read after the commit: why each was refused, as it stands now.
+    # Read once the batch is settled: why each was refused, as the job stands now.
     jobs = {str(job.id): job for job in Job.objects.filter(id__in=refused)} if refused else {}
     return [
         None if verdict is not Verdict.REFUSED else refusal(jobs.get(str(s.job_id)), s.job_id, Move.ACK)
