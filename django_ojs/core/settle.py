@@ -162,6 +162,23 @@ def settle_many(settlements: Sequence[Settlement], *, holding: str | None = None
     return verdicts
 
 
+def ack_many(settlements: Sequence[Settlement]) -> list[Exception | None]:
+    """ACK many attempts in one transaction: for each, None if it completed, else the error a
+    single ``ack`` of it would have raised (404, or 409 naming the state or the lease).
+
+    One refused attempt does not stop the others. A job named twice is completed once; the
+    second names it as completed, as a second ACK would.
+    """
+    verdicts = settle_many(settlements)
+    refused = [s.job_id for s, verdict in zip(settlements, verdicts) if verdict is Verdict.REFUSED]
+    # Read once the batch is settled: why each was refused, as the job stands now.
+    jobs = {str(job.id): job for job in Job.objects.filter(id__in=refused)} if refused else {}
+    return [
+        None if verdict is not Verdict.REFUSED else refusal(jobs.get(str(s.job_id)), s.job_id, Move.ACK)
+        for s, verdict in zip(settlements, verdicts)
+    ]
+
+
 def _lock_settled(job_ids: list[str], holding: str | None) -> list[tuple]:
     """The batch's rows that may be settled, locked in ``seq`` order, ``holding``'s row held first:
     (seq, id, type, queue, attempt, started_at, worker_id, is a pending workflow step, the clock)."""
