@@ -86,11 +86,21 @@ FROM (
     FROM (
         SELECT g, random() AS r1, random() AS r2, random() AS r3,
                floor(30 * power(random(), 3))::int AS t,
-               now() - (%(n)s - g) * (interval '1 day' * %(days)s / %(n)s) AS created
+               CREATED AS created
         FROM generate_series(%(first)s, %(last)s) g
     ) raw
 ) rows
 """
+
+# Created steadily over the last DAYS days, newest last.
+_STEADY_CREATION = "now() - (%(n)s - g) * (interval '1 day' * %(days)s / %(n)s)"
+# The scale fill's finished jobs over the last DAYS days, the newest finishing about now (so the throughput
+# windows see a steady rate), then its waiting jobs, created over the last hour.
+_FINISHED_THEN_WAITING = (
+    "CASE WHEN g <= %(finished)s"
+    " THEN now() - interval '62 seconds' - (%(finished)s - g) * (interval '1 day' * %(days)s / %(finished)s)"
+    " ELSE now() - (%(n)s - g) * (interval '1 hour' / %(waiting)s) END"
+)
 
 # The realistic mix: most jobs finished, a backlog among the newest 5 %, a few of every other state.
 _MIXED_STATES = """CASE
@@ -144,7 +154,7 @@ FROM generate_series(0, %(workers)s - 1) w
 def fill(count: int, batch: int = 250_000) -> None:
     """Replace every job, error, worker and queue row with ``count`` generated jobs."""
     params = {"types": TYPES, "queues": QUEUES, "workers": WORKERS, "days": DAYS, "n": count}
-    jobs = _FILL_JOBS.replace("STATE_CASE", _MIXED_STATES)
+    jobs = _FILL_JOBS.replace("STATE_CASE", _MIXED_STATES).replace("CREATED", _STEADY_CREATION)
     with transaction.atomic(), connection.cursor() as cursor:
         _empty(cursor)
         cursor.execute("SELECT setseed(0.42)")
@@ -157,8 +167,9 @@ def fill(count: int, batch: int = 250_000) -> None:
 
 def fill_scale(finished: int, waiting: int, batch: int = 500_000, report=print) -> None:
     """Replace every job with ``finished`` finished ones (completed, a few percent discarded or cancelled)
-    over the last 7 days, then ``waiting`` newer ones waiting (available, scheduled, retryable; about one
-    in 2,000 active); with the statistics history those jobs leave.
+    over the last 7 days up to now, then ``waiting`` ones created over the last hour, waiting (available,
+    scheduled, retryable; about one in 2,000 active); with the statistics history those jobs leave, and
+    the dead letter capped as the reaper caps it.
 
     Built for tens of millions of rows: the job and error tables' indexes are dropped, the rows inserted
     in committed batches, then the indexes made again from their own definitions (the migrations'), as
@@ -166,8 +177,8 @@ def fill_scale(finished: int, waiting: int, batch: int = 500_000, report=print) 
     """
     count = finished + waiting
     params = {"types": TYPES, "queues": QUEUES, "workers": WORKERS, "days": DAYS, "n": count,
-              "finished": finished}
-    jobs = _FILL_JOBS.replace("STATE_CASE", _SPLIT_STATES)
+              "finished": finished, "waiting": max(waiting, 1)}
+    jobs = _FILL_JOBS.replace("STATE_CASE", _SPLIT_STATES).replace("CREATED", _FINISHED_THEN_WAITING)
     with connection.cursor() as cursor:
         _empty(cursor)
         indexes = _drop_indexes(cursor, [Job._meta.db_table, JobError._meta.db_table])
@@ -175,6 +186,7 @@ def fill_scale(finished: int, waiting: int, batch: int = 500_000, report=print) 
         for first in range(1, count + 1, batch):
             cursor.execute(jobs, {**params, "first": first, "last": min(first + batch - 1, count)})
             report(f"  jobs {min(first + batch - 1, count):,} of {count:,}")
+        _cap_dead_letter(cursor)
         cursor.execute(_FILL_ERRORS)
         report("  errors written; making the indexes again")
         cursor.execute("SET maintenance_work_mem = '512MB'")
@@ -208,6 +220,18 @@ def _drop_indexes(cursor, tables: list[str]) -> list[tuple[str, str]]:
     for name, _ in indexes:
         cursor.execute(f"DROP INDEX {name}")
     return indexes
+
+
+def _cap_dead_letter(cursor) -> None:
+    """Keep the newest ``RETENTION["dead_letter_max_count"]`` dead letters, as the reaper does (it deletes
+    the older ones; here they stay as plain discards)."""
+    from django_ojs.conf import ojs_settings
+
+    cursor.execute(
+        "UPDATE django_ojs_job SET dead_letter = false WHERE dead_letter AND seq < ("
+        "SELECT seq FROM django_ojs_job WHERE dead_letter ORDER BY seq DESC OFFSET %s LIMIT 1)",
+        [ojs_settings.RETENTION["dead_letter_max_count"] - 1],
+    )
 
 
 def _fill_workers_and_queues(cursor, params: dict) -> None:
