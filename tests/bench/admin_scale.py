@@ -26,8 +26,8 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ import psycopg
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 BUDGET_MS = 300
+NAME_WIDTH = 42
 USERNAME, PASSWORD = "bench", "bench-password"
 
 
@@ -198,13 +199,13 @@ def api_paths(ids: dict[str, str]) -> list[tuple[str, str]]:
         ("API dead letter stats", f"{admin}/dead-letter/stats"),
         ("API dead letter job", f"{admin}/dead-letter/{ids['dead_id']}"),
         ("API system config", f"{admin}/system/config"),
-        ("queues", "/ojs/v1/queues"),
-        ("queue (billing)", "/ojs/v1/queues/billing"),
-        ("queue stats (billing)", "/ojs/v1/queues/billing/stats"),
-        ("queue stats (critical)", "/ojs/v1/queues/critical/stats"),
-        ("dead letter", "/ojs/v1/dead-letter"),
-        ("dead letter stats", "/ojs/v1/dead-letter/stats"),
-        ("metrics", "/ojs/v1/metrics"),
+        ("HTTP queues", "/ojs/v1/queues"),
+        ("HTTP queue (billing)", "/ojs/v1/queues/billing"),
+        ("HTTP queue stats (billing)", "/ojs/v1/queues/billing/stats"),
+        ("HTTP queue stats (critical)", "/ojs/v1/queues/critical/stats"),
+        ("HTTP dead letter", "/ojs/v1/dead-letter"),
+        ("HTTP dead letter stats", "/ojs/v1/dead-letter/stats"),
+        ("HTTP metrics", "/ojs/v1/metrics"),
     ]
 
 
@@ -223,7 +224,7 @@ def start_server(port: int) -> subprocess.Popen:
             return server
         except OSError:
             if server.poll() is not None:
-                raise SystemExit("gunicorn exited")
+                raise SystemExit("gunicorn exited") from None
             time.sleep(0.3)
     server.terminate()
     raise SystemExit("gunicorn did not start")
@@ -296,7 +297,7 @@ def measure(ids: dict[str, str], rounds: int, port: int) -> list[Timing]:
             for name, path in listed:
                 times, status = time_path(opener, base + path, rounds)
                 timings.append(Timing(name, path, statistics.median(times), p95(times), status))
-                print(f"  {name:42} {timings[-1].median:7.0f} ms", flush=True)
+                print(f"  {name:{NAME_WIDTH}} {timings[-1].median:7.0f} ms", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -307,11 +308,11 @@ def measure(ids: dict[str, str], rounds: int, port: int) -> list[Timing]:
 
 
 def table(timings: list[Timing]) -> str:
-    lines = [f"{'page':42} {'median':>8} {'p95':>8} {'status':>6} {'stmts':>5} {'slowest':>8}  slowest statement",
+    lines = [f"{'page':{NAME_WIDTH}} {'median':>8} {'p95':>8} {'status':>6} {'stmts':>5} {'slowest':>8}  slowest statement",
              "-" * 140]
     for t in timings:
         flag = " !" if t.median > BUDGET_MS else "  "
-        lines.append(f"{t.name:42} {t.median:6.0f}ms {t.p95:6.0f}ms {t.status:6} {t.statements or 0:5} "
+        lines.append(f"{t.name:{NAME_WIDTH}} {t.median:6.0f}ms {t.p95:6.0f}ms {t.status:6} {t.statements or 0:5} "
                      f"{t.slowest_statement_ms or 0:6.0f}ms{flag} {t.slowest_statement}")
     over = [t.name for t in timings if t.median > BUDGET_MS]
     lines.append(f"\n{len(over)} path(s) over {BUDGET_MS} ms (median)" + (f": {', '.join(over)}" if over else ""))
