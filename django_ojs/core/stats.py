@@ -255,6 +255,21 @@ def state_counts() -> dict[str, Tally]:
     return counts
 
 
+def job_types(limit: int) -> list[str]:
+    """Every distinct job type (at most ``limit``), by a loose index scan: one probe of ``ojs_job_type`` per type."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    sql = (
+        f"WITH RECURSIVE types(type) AS ("
+        f" SELECT min(type) FROM {table}"
+        f" UNION ALL"
+        f" SELECT (SELECT min(type) FROM {table} WHERE type > types.type) FROM types WHERE types.type IS NOT NULL"
+        f") SELECT type FROM types WHERE type IS NOT NULL LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
 def queues_with_jobs() -> list[str]:
     """Every queue some job is in, by loose index scans (one probe per queue) of the two indexes that
     between them hold every job by queue: ``ojs_job_available`` and ``ojs_job_queue_state``."""
