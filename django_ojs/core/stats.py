@@ -3,10 +3,15 @@ for the counts the admin, the HTTP API and the metrics show.
 
 No counter row is kept (DESIGN invariant 7): counts come from the indexes
 (``ojs_job_queue_state``, the partial state indexes), throughput from the
-``finished_at`` of finished jobs (``ojs_job_finished``). Every query stops
-after a fixed number of rows, so the cost of a page does not grow with the
-table: past a count's bound the planner's estimate is shown (``≈``), past a
-throughput sample the window is shortened and said so.
+``finished_at`` of finished jobs (``ojs_job_finished``). The live jobs (waiting
+or held) are counted exactly, grouped in one statement over the partial
+indexes that hold only them; every query over finished jobs stops after a
+fixed number of rows, so the cost of a page grows with the backlog, never
+with the history: past a count's bound the planner's estimate is shown
+(``≈``), past a throughput sample the window is shortened and said so. Each
+statement lists its states, so a table partitioned by state reads only the
+partitions they name, and none is costly enough for PostgreSQL's JIT to
+compile it (a statement of hundreds of subqueries spent seconds there).
 """
 
 from __future__ import annotations
@@ -115,12 +120,6 @@ def queue_depths(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[s
     available job was enqueued (among its head). Also what the Prometheus scrape reads
     (``observe/metrics.py``) and the API's queue statistics. Three statements, whatever the number
     of queues; none reads finished history beyond the bound."""
-    return _queue_counts_and_heads(names)
-
-
-def _queue_counts_and_heads(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[str, dt.datetime | None]]:
-    """Every (queue, state) of ``names``: the live states' counts from one grouped statement, the finished
-    states' from one bounded statement; and the oldest head job per queue (``oldest_available``)."""
     if not names:
         return {}, {}
     counts = {(name, state.value): 0 for name in names for state in JobState}
