@@ -102,13 +102,13 @@ def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], b
     the oldest available job's ``seq`` on -- the jobs of those types since the backlog began, not
     every available job's row nor the types' history.
     """
-    handled = {queue: set(types) for queue, types in handled.items()}
-    if not handled:
+    consumed = {queue: set(types) for queue, types in handled.items()}
+    if not consumed:
         return [], True
     try:
         with time_boxed(Job.objects.db, seconds=TIME_BUDGET):
             types = job_types(MAX_TYPES + 1)
-            missing = {queue: set(types) - types_of for queue, types_of in handled.items()}
+            missing = {queue: set(types) - types_of for queue, types_of in consumed.items()}
             candidates = set().union(*missing.values())
             if not candidates:
                 return [], len(types) <= MAX_TYPES
@@ -117,7 +117,7 @@ def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], b
             # through the whole history to the first available job.
             first = available.aggregate(first=Min(F("seq") + 0))["first"]
             grouped = [] if first is None else list(
-                available.filter(type__in=sorted(candidates), seq__gte=first, queue__in=sorted(handled))
+                available.filter(type__in=sorted(candidates), seq__gte=first, queue__in=sorted(consumed))
                 .values_list("queue", "type")
                 .annotate(n=Count("seq"), oldest=Min("enqueued_at"))
                 .order_by()

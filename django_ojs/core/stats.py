@@ -147,7 +147,7 @@ def _live_counts(names: list[str]) -> dict[tuple[str, str], Tally]:
         f" WHERE state IN ({held}) AND queue IN ({queues}) LIMIT %s) held GROUP BY queue, state"
     )
     available = JobState.AVAILABLE.value
-    params = [available, available, *names, LIVE_COUNT_LIMIT, *HELD_STATES, *names, LIVE_COUNT_LIMIT]
+    params: list[str | int] = [available, available, *names, LIVE_COUNT_LIMIT, *HELD_STATES, *names, LIVE_COUNT_LIMIT]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
