@@ -609,9 +609,10 @@ class Queue(models.Model):
     # Fairness (protocol/fairness.py): the path of the key FETCH takes turns across; NULL: none.
     fairness_key = models.CharField(max_length=128, null=True, blank=True)
     # Weighted turns: a value's weight is the claims it takes per round (protocol/fairness.py);
-    # the values named here, and every other value's.
-    fairness_weights = models.JSONField(default=dict, blank=True, help_text='{"acme": 3, "small": 1}')
-    fairness_default_weight = models.PositiveIntegerField(default=1)
+    # the values named here, and every other value's. Defaults in the database too: during a
+    # rolling deploy, processes of the release before migration 0023 insert queues without them.
+    fairness_weights = models.JSONField(default=dict, db_default={}, blank=True, help_text='{"acme": 3, "small": 1}')
+    fairness_default_weight = models.PositiveIntegerField(default=1, db_default=1)
     updated_at = models.DateTimeField(null=True, blank=True)
 
     objects = QueueManager()
@@ -631,8 +632,8 @@ class FairTurn(models.Model):
     # the order of last claims even within one transaction, whose clock stands still.
     turn = models.BigIntegerField()
     # Claims taken in the value's current round (0 to its weight - 1): the turn passes on,
-    # ``turn`` renumbered, when the round ends.
-    used = models.PositiveIntegerField(default=0)
+    # ``turn`` renumbered, when the round ends. A database default too (the queue's reason).
+    used = models.PositiveIntegerField(default=0, db_default=0)
     last_claimed_at = models.DateTimeField()
 
     class Meta:

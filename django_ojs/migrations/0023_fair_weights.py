@@ -1,5 +1,6 @@
 """Weighted fair queues: a queue's weights per value of its fairness key, and how many claims
-each value has taken in its current round."""
+each value has taken in its current round. Database defaults for all three: processes of
+the release before insert rows without them during a rolling deploy."""
 
 from django.db import migrations, models
 
@@ -11,16 +12,16 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="queue",
             name="fairness_weights",
-            field=models.JSONField(blank=True, default=dict, help_text='{"acme": 3, "small": 1}'),
+            field=models.JSONField(blank=True, default=dict, db_default={}, help_text='{"acme": 3, "small": 1}'),
         ),
         migrations.AddField(
             model_name="queue",
             name="fairness_default_weight",
-            field=models.PositiveIntegerField(default=1),
+            field=models.PositiveIntegerField(default=1, db_default=1),
         ),
         migrations.AddField(
             model_name="fairturn",
             name="used",
-            field=models.PositiveIntegerField(default=0),
+            field=models.PositiveIntegerField(default=0, db_default=0),
         ),
     ]
