@@ -116,7 +116,10 @@ def prune(limit: int) -> dict[str, int]:
         (JobState.DISCARDED, "dead_letter", True),
     ):
         cutoff = now - dt.timedelta(seconds=retention[key])
-        if dead_letter is not False and state.value in day_starts:  # the rest go with their partition
+        # The rest go with their partition, up to one partition's width past their retention;
+        # a retention shorter than that width keeps the DELETE (those partitions go empty).
+        by_drop = retention[key] >= partitions.width_days() * 86400
+        if dead_letter is not False and state.value in day_starts and by_drop:
             cutoff = min(cutoff, day_starts[state.value])
         older = Job.objects.filter(state=state, finished_at__lt=cutoff)
         if dead_letter is not None:

@@ -271,6 +271,11 @@ def restart() -> None:
         _drop_leftovers()
 
 
+def left_behind() -> bool:
+    """Is the plain table a swap left behind still there?"""
+    return _exists(OLD)
+
+
 def drop_old() -> bool:
     """Drop the table the swap left behind; False if there is none."""
     if not _exists(OLD):

@@ -112,7 +112,8 @@ def claiming_ctes(*, gate: str, listening: bool, typed: bool = False) -> str:
         " started_at = CURRENT_TIMESTAMP, worker_id = %(worker)s,"
         " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
-        " WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND (SELECT plain FROM verdict) RETURNING j.*)"
+        f" WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND j.state = '{JobState.AVAILABLE.value}'"
+        " AND (SELECT plain FROM verdict) RETURNING j.*)"
         f"{logged}"
     )
 
