@@ -15,11 +15,12 @@ class Command(BaseCommand):
     help = (
         "status: the job table's layout and its partitions with their rows. "
         "migrate: partition a plain job table online, in batches (resumable). "
+        "abort: undo a migration not swapped yet (its trigger and copy go). "
         "drop-old: drop the plain table a migration left behind."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["status", "migrate", "drop-old"])
+        parser.add_argument("action", choices=["status", "migrate", "abort", "drop-old"])
         parser.add_argument("--batch-size", type=int, default=5000, help="jobs copied per transaction (migrate)")
         parser.add_argument("--pause", type=float, default=0.0, help="seconds between two batches (migrate)")
         parser.add_argument("--max-batches", type=int, default=None,
@@ -75,6 +76,12 @@ class Command(BaseCommand):
                               f"the plain one is {partition_migration.OLD}")
         if options["drop_old"]:
             self.drop_old(options)
+
+    def abort(self, options):
+        if partitions.is_partitioned():
+            raise CommandError("the job table is partitioned: nothing to abort (going back is `migrate django_ojs 0022`)")
+        partition_migration.restart()
+        self.stdout.write("no migration in progress: the mirror trigger and the partial copy are gone")
 
     def drop_old(self, options):
         if partition_migration.drop_old():
