@@ -8,7 +8,7 @@
    insert the new one). From then on every change reaches both.
 2. ``copy_batch``: copy the rows up to the highest ``seq`` seen at start, one ``seq`` range
    per transaction: lock the range's rows (claims skip them, writers wait a moment), delete
-   the range from the tree, insert it from the table, record how far it got in a progress
+   those rows from the tree, insert them from the table, record how far it got in a progress
    row. A rerun resumes where the last batch committed.
 3. ``swap``: in one short transaction under ``ACCESS EXCLUSIVE``: check that both hold as
    many rows, drop the trigger, rename the table ``django_ojs_job_unpartitioned`` and the tree
@@ -178,13 +178,22 @@ def copy_batch(batch_size: int) -> Progress:
         after, until = cursor.fetchone()
         if after < until:
             through = min(after + batch_size, until)
-            source = f"FROM {_quote(TABLE)} WHERE seq > %s AND seq <= %s"
-            # Writers of these rows wait until this commits; the mirror trigger then carries their change.
-            cursor.execute(f"SELECT count(*) FROM (SELECT 1 {source} ORDER BY seq FOR UPDATE) AS locked",
-                           [after, through])
-            cursor.execute(f"DELETE FROM {_quote(NEXT)} WHERE seq > %s AND seq <= %s", [after, through])
+            # Writers of these rows wait until this commits; the mirror trigger then carries their
+            # change. Only the rows locked here are copied: a row inserted into the range meanwhile
+            # (its seq taken before the start, its commit after) is the mirror's alone.
+            cursor.execute(
+                f"SELECT coalesce(array_agg(seq), '{{}}') FROM (SELECT seq FROM {_quote(TABLE)} "
+                "WHERE seq > %s AND seq <= %s ORDER BY seq FOR UPDATE) AS locked",
+                [after, through],
+            )
+            locked = cursor.fetchone()[0]
+            cursor.execute(f"DELETE FROM {_quote(NEXT)} WHERE seq = ANY(%s::bigint[])", [locked])
             columns = ", ".join(_columns())
-            cursor.execute(f"INSERT INTO {_quote(NEXT)} ({columns}) SELECT {columns} {source}", [after, through])
+            cursor.execute(
+                f"INSERT INTO {_quote(NEXT)} ({columns}) SELECT {columns} FROM {_quote(TABLE)} "
+                "WHERE seq = ANY(%s::bigint[])",
+                [locked],
+            )
             cursor.execute(f"UPDATE {PROGRESS} SET copied_through = %s", [through])
     found = progress()
     assert found is not None

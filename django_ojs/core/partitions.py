@@ -87,6 +87,16 @@ CREATE TRIGGER django_ojs_job_settled
     FOR EACH STATEMENT
     EXECUTE FUNCTION django_ojs_notify_settled();
 """
+# A job that comes back to the live partition from history (a dead-letter retry) is moved by an
+# UPDATE that PostgreSQL turns into a DELETE and an INSERT, firing no AFTER UPDATE row trigger:
+# the live partition's own INSERT trigger wakes the workers. A job PUSHed anew (enqueued as it
+# is created) does not satisfy its WHEN, which costs no function call.
+RETURNED_TRIGGER = """
+CREATE TRIGGER django_ojs_job_returned
+    AFTER INSERT ON {table}
+    FOR EACH ROW WHEN (NEW.state = 'available' AND NEW.enqueued_at > NEW.created_at)
+    EXECUTE FUNCTION django_ojs_notify_available();
+"""
 DROP_NOTIFY_TRIGGERS = """
 DROP TRIGGER IF EXISTS django_ojs_job_available ON {table};
 DROP TRIGGER IF EXISTS django_ojs_job_inserted ON {table};
@@ -181,6 +191,7 @@ def tree_statements(model: Any, editor: BaseDatabaseSchemaEditor, parent: str, *
         f"CREATE TABLE {_quote(LIVE)} PARTITION OF {_quote(parent)} FOR VALUES IN ({_literals(LIVE_STATES)})",
     ]
     statements += [index.create(LIVE, "live") for index in live]
+    statements.append(RETURNED_TRIGGER.format(table=_quote(LIVE)))
     for state in TERMINAL_STATES:
         middle = f"{TABLE}_{state}"
         statements.append(

@@ -76,6 +76,19 @@ def test_a_finished_job_moves_to_its_day_and_back_to_live_when_retried(push):
     assert JobError.objects.filter(job_id=job.seq).count() == 1
 
 
+def test_a_job_retried_from_the_dead_letter_wakes_the_workers_of_its_queue(push):
+    job = push(type="a.b", queue="wake")
+    [claimed] = Job.objects.fetch(["wake"], worker_id="w1")
+    Job.objects.fail(claimed.id, Failure(type="Boom", message="no", retryable=False))
+    db = connections["default"].settings_dict
+    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
+                         user=db["USER"] or None, autocommit=True) as listener:
+        listener.execute("LISTEN ojs_available")
+        Job.objects.resurrect(job.id)
+        heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+    assert heard == ["wake"]
+
+
 @pytest.mark.parametrize(
     ("operation", "marker"),
     [
@@ -302,14 +315,21 @@ class Writer(threading.Thread):
         self.longest = 0.0
         self.operations = 0
         self.errors: list[BaseException] = []
+        self.spans: list[tuple[float, float]] = []
 
     def timed(self, operation: Any) -> Any:
         began = time.monotonic()
         try:
             return operation()
         finally:
-            self.longest = max(self.longest, time.monotonic() - began)
+            ended = time.monotonic()
+            self.longest = max(self.longest, ended - began)
+            self.spans.append((began, ended))
             self.operations += 1
+
+    def longest_within(self, start: float, end: float) -> float:
+        """The longest operation that overlapped [start, end]."""
+        return max((e - b for b, e in self.spans if b <= end and e >= start), default=0.0)
 
     def run(self) -> None:
         from django_ojs.protocol.envelope import parse_job
@@ -343,7 +363,7 @@ def _row_digest(table: str) -> str:
         return cursor.fetchone()[0]
 
 
-def migrate_under_load(jobs: int, *, batch_size: int, halves: bool) -> dict[str, Any]:
+def migrate_under_load(jobs: int, *, batch_size: int, halves: bool, timed_swap: bool = False) -> dict[str, Any]:
     """Fill, then migrate while a writer works; the figures (the checks are the caller's)."""
     fill(jobs)
     filled = _row_digest("django_ojs_job")
@@ -354,7 +374,15 @@ def migrate_under_load(jobs: int, *, batch_size: int, halves: bool) -> dict[str,
         if halves:  # the first run stops midway (as if killed); the second resumes
             first = partition_migration.run(Job, batch_size=batch_size, max_batches=max(1, jobs // batch_size // 2))
             assert first.swapped_at is None and 0 < first.copied_through < first.copy_until
-        done = partition_migration.run(Job, batch_size=batch_size)
+        # The second run, its copy and its swap timed apart.
+        progress = None if timed_swap else partition_migration.run(Job, batch_size=batch_size)
+        if timed_swap:
+            while not partition_migration.copy_batch(batch_size).copied_all:
+                pass
+            swap_began = time.monotonic()
+            partition_migration.swap()
+            swap_ended = time.monotonic()
+        done = progress or partition_migration.progress()
         took = time.monotonic() - began
         time.sleep(0.5)  # the writer works on the partitioned table a moment
     finally:
@@ -362,7 +390,12 @@ def migrate_under_load(jobs: int, *, batch_size: int, halves: bool) -> dict[str,
         writer.join(60)
     assert not writer.errors, writer.errors
     assert done.swapped_at is not None and partitions.is_partitioned()
-    return {"took": took, "filled": filled, "writer": writer}
+    figures = {"took": took, "filled": filled, "writer": writer}
+    if timed_swap:
+        figures["swap"] = swap_ended - swap_began
+        figures["longest_in_swap"] = writer.longest_within(swap_began, swap_ended)
+        figures["longest_in_copy"] = writer.longest_within(began, swap_began)
+    return figures
 
 
 def check_migrated(jobs: int, figures: dict[str, Any]) -> None:
@@ -412,10 +445,13 @@ def test_the_online_migration_under_a_concurrent_writer_keeps_every_job_once(pla
 @pytest.mark.skipif(not os.environ.get("OJS_MIGRATION_BIG"), reason="set OJS_MIGRATION_BIG=<jobs> to run")
 def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
     jobs = int(os.environ["OJS_MIGRATION_BIG"])
-    figures = migrate_under_load(jobs, batch_size=int(os.environ.get("OJS_MIGRATION_BATCH", "5000")), halves=True)
+    figures = migrate_under_load(jobs, batch_size=int(os.environ.get("OJS_MIGRATION_BATCH", "5000")), halves=True,
+                                 timed_swap=True)
     check_migrated(jobs, figures)
     check_the_app_works_on_it(push)
     writer: Writer = figures["writer"]
     with capsys.disabled():
         print(f"\nmigrated {jobs:,} jobs in {figures['took']:.1f} s; the writer ran {writer.operations:,} "
-              f"operations meanwhile, the longest took {writer.longest * 1000:.0f} ms")
+              f"operations meanwhile, the longest took {writer.longest * 1000:.0f} ms; the swap held its lock "
+              f"{figures['swap'] * 1000:.0f} ms (longest writer operation across it "
+              f"{figures['longest_in_swap'] * 1000:.0f} ms, during the copy {figures['longest_in_copy'] * 1000:.0f} ms)")
