@@ -35,6 +35,7 @@ from django.db import connection, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from ..conf import ojs_settings
+from ..models import Event, Job, JobError, JobStep
 from ..protocol.states import TERMINAL, JobState
 
 logger = logging.getLogger("django_ojs.reaper")
@@ -330,9 +331,7 @@ def days_to_cover(now: dt.datetime) -> list[dt.date]:
 
 
 def _create_ahead(now: dt.datetime, existing: list[DayPartition], model: Any) -> list[str]:
-    from ..models import Job  # the historical model in a migration, the real one elsewhere
-
-    model = model or Job
+    model = model or Job  # a migration passes its historical model
     have = {(p.state, p.start) for p in existing}
     created = []
     with connection.schema_editor(collect_sql=True, atomic=False) as editor:
@@ -371,8 +370,6 @@ def forget_history_of(leaf: str, batch: int = FORGET_BATCH) -> int:
     """Delete what belongs to the jobs of one partition about to be dropped: their errors,
     durable steps and (``EVENTS_KEPT_WITH_JOB``) events, set-based, joined to the partition,
     in batches of ``batch`` jobs, each its own transaction. Returns how many jobs it walked."""
-    from ..models import Event, JobError, JobStep
-
     table = _quote(leaf)
     walked, after = 0, 0
     while True:
