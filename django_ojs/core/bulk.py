@@ -26,6 +26,7 @@ attributes a filter can name (queue, type, args, meta) do not change.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -232,11 +233,15 @@ def bulk_move(
         if not seqs:
             break
         cursor = seqs[-1]
-        report = retried(lambda before=report, seqs=seqs: _move_batch(manager, move, seqs, copy.deepcopy(before)))
+        report = retried(functools.partial(_move_batch_afresh, manager, move, seqs, report))
         report.batches += 1
         if on_batch is not None:
             on_batch(report)
     return report
+
+
+def _move_batch_afresh(manager: Any, move: BulkMove, seqs: list[int], before: BulkReport) -> BulkReport:
+    return _move_batch(manager, move, seqs, copy.deepcopy(before))
 
 
 def _move_batch(manager: Any, move: BulkMove, seqs: list[int], report: BulkReport) -> BulkReport:

@@ -44,8 +44,9 @@ TABLE = "django_ojs_job"
 LIVE = f"{TABLE}_live"
 TERMINAL_STATES = tuple(sorted(state.value for state in TERMINAL))
 LIVE_STATES = tuple(sorted(state.value for state in JobState if state not in TERMINAL))
-# A condition that keeps a statement on the live partition at plan time, prepared or not; on one
-# table it makes no partial index usable that was not (none has exactly these states).
+# A condition that keeps a statement on the live partition at plan time, prepared or not, and
+# (on either layout) proves no partial index usable: none is on exactly these states. A hot
+# statement by id or seq adds it beside its own state test, which stays a parameter for that reason.
 LIVE_SQL = "(" + ", ".join(f"'{state}'" for state in LIVE_STATES) + ")"
 # Day partitions made ahead of time: today and the next ones, so a finish lands in its own day
 # even while the reaper is away for a while (the DEFAULT partition catches the rest).

@@ -24,7 +24,7 @@ from django.db import connection
 
 from ...models import Job, Worker, WorkflowNode
 from ...observe import signals
-from ...protocol.states import JobState, Move, sources, target
+from ...protocol.states import Move, sources, target
 from ...protocol.workflows import PENDING
 from ..partitions import LIVE_SQL
 from ..types import Lease
@@ -42,6 +42,7 @@ def ack(job_id: Any, result: Any, lease: Lease, *, steps: bool = True) -> Job | 
     table = Job._meta.db_table
     params: dict[str, Any] = {
         "id": Job._meta.get_field("id").to_python(job_id),
+        "sources": sorted(state.value for state in sources(Move.ACK)),
         "completed": target(Move.ACK).value,
         "result": jsonb_param(result),
         "worker": lease.worker_id,
@@ -59,7 +60,7 @@ def ack(job_id: Any, result: Any, lease: Lease, *, steps: bool = True) -> Job | 
         f"WITH acked AS (UPDATE {table} SET state = %(completed)s, completed_at = CURRENT_TIMESTAMP,"
         " finished_at = CURRENT_TIMESTAMP, result = %(result)s::jsonb, error = NULL,"
         " lease_expires_at = NULL, deadline_at = NULL"
-        f" WHERE id = %(id)s AND state IN {_literals(sources(Move.ACK))}{guard} RETURNING *)"
+        f" WHERE id = %(id)s AND state IN {LIVE_SQL} AND state = ANY(%(sources)s){guard} RETURNING *)"
     )
     listening = signals.wanted()
     sql += events.logged_cte(
@@ -81,11 +82,6 @@ def ack(job_id: Any, result: Any, lease: Lease, *, steps: bool = True) -> Job | 
 
 # The states an ACK or FAIL may leave; lock_settled checks them after the lock.
 ACK_SOURCES = frozenset(state.value for state in sources(Move.ACK))
-
-
-def _literals(states: Any) -> str:
-    """States as SQL literals: a constant the planner prunes partitions by, in a generic plan too."""
-    return "(" + ", ".join(f"'{state.value}'" for state in sorted(states)) + ")"
 
 
 def jsonb_param(value: Any) -> str | None:
@@ -159,7 +155,7 @@ def complete_rows(
         f"WITH done AS (UPDATE {table} j SET state = %(completed)s, completed_at = %(now)s,"
         " finished_at = %(now)s, result = r.result, error = NULL, lease_expires_at = NULL, deadline_at = NULL"
         " FROM unnest(%(seqs)s::bigint[], %(results)s::jsonb[]) AS r(seq, result)"
-        f" WHERE j.seq = r.seq AND j.state = '{JobState.ACTIVE.value}' RETURNING j.*)"
+        f" WHERE j.seq = r.seq AND j.state IN {LIVE_SQL} RETURNING j.*)"
     )
     listening = signals.wanted()
     sql += events.logged_cte(

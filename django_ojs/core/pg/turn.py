@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from ...conf import ojs_settings
 from ...models import Job, WorkflowNode
 from ...observe import signals
-from ...protocol.states import JobState, Move, target
+from ...protocol.states import Move, target
 from ...protocol.workflows import PENDING
 from ..partitions import LIVE_SQL
 from ..types import Settlement, TurnOutcome
@@ -115,7 +115,7 @@ def _statement(events_on: bool, typed: bool) -> str:
         f"done AS (UPDATE {job_table} j SET state = %(completed)s, completed_at = CURRENT_TIMESTAMP,"
         " finished_at = CURRENT_TIMESTAMP, result = s.result, error = NULL, lease_expires_at = NULL,"
         " deadline_at = NULL FROM locked l JOIN settled s ON s.id = l.id"
-        f" WHERE j.seq = l.seq AND j.state = '{JobState.ACTIVE.value}' AND (SELECT alive AND held FROM settlement)"
+        f" WHERE j.seq = l.seq AND j.state IN {LIVE_SQL} AND (SELECT alive AND held FROM settlement)"
         " RETURNING j.*)"
         f"{logged_done}, "
         f"{claim.claiming_ctes(gate='(SELECT alive AND held FROM settlement)', listening=False, typed=typed)} "
