@@ -32,17 +32,11 @@ from tests.helpers import update
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-def leaves_in(plan: str) -> set[str]:
-    """The job table's partitions a plan reads."""
-    words = plan.replace("(", " ").replace(")", " ").split()
-    return {w for w in words if w.startswith("django_ojs_job_") and not w.startswith("django_ojs_job_pkey")}
-
-
 def scanned(plan: str) -> set[str]:
-    """Tables after "on" in the plan's scan nodes."""
+    """The job tables (partitions) the plan's scan nodes read."""
     found = set()
     for line in plan.splitlines():
-        if "Scan" in line and " on django_ojs_job" in line:
+        if "Scan" in line and " on django_ojs_job" in line and "Bitmap Index Scan" not in line:
             found.add(line.split(" on ", 1)[1].split()[0])
     return found
 
@@ -139,6 +133,30 @@ def test_prepared_statements_still_prune_to_the_live_partition(claim):
             raise_rollback = psycopg.Rollback()
             raise raise_rollback
     assert scanned(plan) == {"django_ojs_job_live"}, plan
+
+
+def test_the_engines_prepared_statements_run_generic_plans_on_the_live_partition_only(push):
+    """The claim, the ACK and the worker's turn as core/pg/prepared.py prepares them: their
+    generic plans, made once for any parameters, touch no history partition."""
+    from django_ojs.core.types import Lease, Settlement
+    from django_ojs.models import Worker
+    from tests.core.pg.test_query_plans import generic_plan, stale_backlog
+
+    stale_backlog()
+    Worker.objects.register("w1")
+    for _ in range(2):
+        [job] = Job.objects.fetch(["plans"], count=1, worker_id="w1")
+        Job.objects.ack(job.id, lease=Lease("w1", 1))
+    for marker in ("candidates AS MATERIALIZED", "WITH acked AS"):
+        plan = generic_plan(marker)
+        assert scanned(plan) == {"django_ojs_job_live"}, plan
+    connection.close()  # a fresh session: the turn's statement alone holds the claim's CTEs
+    for _ in range(2):
+        running = Job.objects.fetch(["plans"], count=5, worker_id="w1")
+        Job.objects.settle_and_fetch("w1", [Settlement(j.id, Lease("w1", j.attempt)) for j in running], ["plans"], 5)
+    plan = generic_plan("settlement AS MATERIALIZED")
+    assert scanned(plan) == {"django_ojs_job_live"}, plan
+    connection.close()
 
 
 def test_a_chosen_id_of_a_finished_job_is_a_duplicate(push, spec):
