@@ -142,6 +142,7 @@ def test_the_engines_prepared_statements_run_generic_plans_on_the_live_partition
     from django_ojs.models import Worker
     from tests.core.pg.test_query_plans import generic_plan, stale_backlog
 
+    connection.close()  # a session of its own: no statement an earlier test prepared
     stale_backlog()
     Worker.objects.register("w1")
     for _ in range(2):
