@@ -474,3 +474,25 @@ def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
               f"operations meanwhile, the longest took {writer.longest * 1000:.0f} ms; the swap held its lock "
               f"{figures['swap'] * 1000:.0f} ms (longest writer operation across it "
               f"{figures['longest_in_swap'] * 1000:.0f} ms, during the copy {figures['longest_in_copy'] * 1000:.0f} ms)")
+
+
+def test_migrating_back_to_0022_makes_one_plain_table_with_every_job_and_forward_again(push, claim):
+    waiting, running = push(type="a.b"), claim("w1")
+    Job.objects.ack(running.id)
+    JobError.objects.create(job_id=running.seq, attempt=1, type="Boom", occurred_at=dt.datetime.now(dt.UTC))
+    try:
+        call_command("migrate", "django_ojs", "0022", verbosity=0)
+        assert not partitions.is_partitioned()
+        with connection.cursor() as cursor:  # the foreign key is back, so its referent is unique again
+            cursor.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'django_ojs_joberror'::regclass "
+                           "AND contype = 'f'")
+            assert cursor.fetchone()[0] == 1
+            cursor.execute("SELECT state FROM django_ojs_job ORDER BY seq")
+            assert [row[0] for row in cursor.fetchall()] == ["available", "completed"]
+    finally:
+        call_command("migrate", "django_ojs", verbosity=0)
+    assert partitions.is_partitioned()
+    assert Job.objects.get(id=waiting.id).state == "available"
+    assert Job.objects.get(id=running.id).errors.count() == 1
+    newer = push(type="a.b")
+    assert newer.seq > running.seq
