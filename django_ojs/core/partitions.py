@@ -341,16 +341,19 @@ def _create_ahead(now: dt.datetime, existing: list[DayPartition], model: Any) ->
         for day in days_to_cover(now):
             if (state, day) in have:
                 continue
-            if _covered(existing, state, day):
-                continue  # a partition of another width holds this day
+            if _overlaps(existing, state, day):
+                continue  # a partition of another width holds some of these days
             statements = _leaf_statements(history[state], state, day, parent_of_leaf=f"{TABLE}_{state}")
             if _run_ddl(statements, f"create the {state} partition of {day}"):
                 created.append(f"{TABLE}_{state}_{day:%Y%m%d}")
     return created
 
 
-def _covered(existing: list[DayPartition], state: str, day: dt.date) -> bool:
-    return any(p.state == state and p.start and p.end and p.start <= day < p.end for p in existing)
+def _overlaps(existing: list[DayPartition], state: str, day: dt.date) -> bool:
+    """Would a partition from ``day`` overlap one of ``state`` made with another width? Its days
+    then go to the DEFAULT partition until the next partition of the new width begins."""
+    end = day + dt.timedelta(days=width_days())
+    return any(p.state == state and p.start and p.end and p.start < end and day < p.end for p in existing)
 
 
 def _drop_expired(now: dt.datetime, existing: list[DayPartition]) -> list[str]:

@@ -9,6 +9,7 @@ empty table); the migration tests turn it back into one plain table first (the w
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import threading
 import time
@@ -496,3 +497,25 @@ def test_migrating_back_to_0022_makes_one_plain_table_with_every_job_and_forward
     assert Job.objects.get(id=running.id).errors.count() == 1
     newer = push(type="a.b")
     assert newer.seq > running.seq
+
+
+def test_a_new_partition_width_never_overlaps_the_partitions_made_before(ojs, caplog):
+    month = 30 * 86400
+    ojs(HISTORY_PARTITION_DAYS=7, RETENTION={**partitions.ojs_settings.RETENTION, "completed": month,
+                                             "cancelled": month, "discarded": month})
+    assert not partitions.maintain(dt.datetime.now(dt.UTC))["created"]  # today's one-day partitions stand
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=10)
+    made = partitions.maintain(later)["created"]  # clear of them: the new width's
+    try:
+        assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.records
+        with connection.cursor() as cursor:
+            spans = [(p.state, p.start, p.end) for p in partitions.day_partitions(cursor) if p.start]
+        for state in partitions.TERMINAL_STATES:
+            mine = sorted((start, end) for s, start, end in spans if s == state)
+            assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(mine)), mine
+            [(start, end)] = [(start, end) for start, end in mine if start <= later.date() < end]
+            assert end - start == dt.timedelta(days=7)
+    finally:
+        with connection.cursor() as cursor:
+            for name in made:
+                cursor.execute(f"DROP TABLE {name}")
