@@ -142,11 +142,15 @@ def index_templates(model: Any, editor: BaseDatabaseSchemaEditor) -> tuple[list[
     quoted_table = _quote(model._meta.db_table)
 
     def template(stem: str, statement: Any, *, unique: bool = True) -> IndexTemplate:
-        sql = str(statement).replace(_quote(stem), "{name}", 1).replace(f"ON {quoted_table}", "ON {table}", 1)
+        sql = str(statement).replace("{", "{{").replace("}", "}}")  # literal braces survive format()
+        sql = sql.replace(_quote(stem), "{name}", 1).replace(f"ON {quoted_table}", "ON {table}", 1)
         if not unique:
             sql = sql.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
         return IndexTemplate(stem, sql.replace(f"{quoted_table}.", ""))
 
+    # seq and id: unique on the live partition, where every job is made and which every move
+    # leaves from; on history plain indexes (a partitioned index cannot be unique without the
+    # partition key, and rows arrive there from the live partition, unique already).
     live = [
         IndexTemplate(f"{TABLE}_pkey", "CREATE UNIQUE INDEX {name} ON {table} (seq)"),
         IndexTemplate(f"{TABLE}_id_key", "CREATE UNIQUE INDEX {name} ON {table} (id)"),

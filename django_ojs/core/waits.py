@@ -202,6 +202,7 @@ def _deliver(job: Job, name: str, payload: Any, now: dt.datetime, *, strict: boo
     return True
 
 
+@retried_on_row_movement
 def signal_workflow(workflow_id: Any, name: str, payload: Any = None) -> tuple[Workflow, int]:
     """Deliver signal ``name`` to every unfinished job of a running workflow, and keep it for its
     steps not yet started; how many jobs got it. 409 if the workflow ended or already has the signal.
