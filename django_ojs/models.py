@@ -611,6 +611,10 @@ class Queue(models.Model):
     overflow_policy = models.CharField(max_length=16, default="reject")
     # Fairness (protocol/fairness.py): the path of the key FETCH takes turns across; NULL: none.
     fairness_key = models.CharField(max_length=128, null=True, blank=True)
+    # Weighted turns: a value's weight is the claims it takes per round (protocol/fairness.py);
+    # the values named here, and every other value's.
+    fairness_weights = models.JSONField(default=dict, blank=True, help_text='{"acme": 3, "small": 1}')
+    fairness_default_weight = models.PositiveIntegerField(default=1)
     updated_at = models.DateTimeField(null=True, blank=True)
 
     objects = QueueManager()
@@ -620,8 +624,8 @@ class Queue(models.Model):
 
 
 class FairTurn(models.Model):
-    """When a fair queue last claimed a job of one value of its fairness key: FETCH serves
-    the value whose last claim is oldest first (a value never claimed has no row and comes
+    """When a fair queue last ended a round of one value of its fairness key: FETCH serves
+    the value whose round ended longest ago first (a value never claimed has no row and comes
     before all). Written by fair claims only, at the end of their transaction, in key order."""
 
     queue = models.CharField(max_length=128)
@@ -629,6 +633,9 @@ class FairTurn(models.Model):
     # The queue's claims numbered in order, one more than the queue's highest so far:
     # the order of last claims even within one transaction, whose clock stands still.
     turn = models.BigIntegerField()
+    # Claims taken in the value's current round (0 to its weight - 1): the turn passes on,
+    # ``turn`` renumbered, when the round ends.
+    used = models.PositiveIntegerField(default=0)
     last_claimed_at = models.DateTimeField()
 
     class Meta:

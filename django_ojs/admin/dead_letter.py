@@ -38,7 +38,7 @@ class DeadLetterJobAdmin(JobAdminBase):
     ordering = ("-finished_at", "-seq")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).filter(pk__in=failed_jobs().values("pk"))
+        return failed_jobs(super().get_queryset(request))
 
     @admin.display(description="discarded")
     def discarded(self, job: Job) -> SafeString | str:

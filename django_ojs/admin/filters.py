@@ -15,12 +15,12 @@ import datetime as dt
 from typing import Any
 
 from django.contrib import admin
-from django.db import connection
 from django.db.models import QuerySet, Value
 from django.db.models.fields.json import KT
 from django.http import HttpRequest
 
 from ..core.clock import TxNow
+from ..core.stats import job_types
 from ..models import Job, Queue
 from ..protocol.states import STATE_ORDER, JobState
 
@@ -177,15 +177,5 @@ class RetentionFilter(admin.SimpleListFilter):
 
 
 def known_types(limit: int = CHOICE_LIMIT) -> list[str]:
-    """Every distinct job type, by a loose index scan: one probe of ``ojs_job_type`` per type."""
-    table = connection.ops.quote_name(Job._meta.db_table)
-    sql = (
-        f"WITH RECURSIVE types(type) AS ("
-        f" SELECT min(type) FROM {table}"
-        f" UNION ALL"
-        f" SELECT (SELECT min(type) FROM {table} WHERE type > types.type) FROM types WHERE types.type IS NOT NULL"
-        f") SELECT type FROM types WHERE type IS NOT NULL LIMIT %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [limit])
-        return [row[0] for row in cursor.fetchall()]
+    """Every distinct job type, by a loose index scan (``core.stats.job_types``)."""
+    return job_types(limit)

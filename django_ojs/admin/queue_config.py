@@ -1,4 +1,4 @@
-"""The queue page's configuration form: limits (key ``queue:<name>``), the bound and the fairness key.
+"""The queue page's configuration form: limits (key ``queue:<name>``), the bound, the fairness key and its weights.
 
 Saved through the core (``core.queue_config.update``), which validates as
 the API does (``PUT /ojs/v1/queues/<name>/config``); workers and producers
@@ -7,6 +7,7 @@ see a change within ``QUEUE_CONFIG_TTL``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -34,6 +35,13 @@ class QueueConfigForm(forms.Form):
         help_text="Take turns across this key's values: meta.<name> (e.g. meta.tenant) or args.<index>[.<name>]. "
                   "Empty: one line, by priority then enqueue order.",
     )
+    fairness_weights = forms.CharField(
+        required=False, label="fairness weights",
+        help_text='Claims per round of each value named, a JSON object: {"acme": 3, "small": 1}. Empty: none named.',
+    )
+    fairness_default_weight = forms.IntegerField(
+        required=False, label="default weight", help_text="Claims per round of every other value. Empty: 1.",
+    )
 
     @classmethod
     def for_queue(cls, queue: Queue, data: Any = None) -> QueueConfigForm:
@@ -46,6 +54,8 @@ class QueueConfigForm(forms.Form):
             "max_size": queue.max_size,
             "overflow_policy": queue.overflow_policy,
             "fairness_key": queue.fairness_key,
+            "fairness_weights": json.dumps(queue.fairness_weights) if queue.fairness_weights else "",
+            "fairness_default_weight": queue.fairness_default_weight,
         }
         return cls(data, initial=initial)
 
@@ -63,7 +73,14 @@ class QueueConfigForm(forms.Form):
             "max_size": data["max_size"],
             "overflow_policy": data["overflow_policy"],
             "fairness_key": data["fairness_key"] or None,
+            "fairness_weights": None,
+            "fairness_default_weight": data["fairness_default_weight"],
         }
+        try:
+            if data["fairness_weights"]:
+                body["fairness_weights"] = json.loads(data["fairness_weights"])
+        except json.JSONDecodeError:
+            raise forms.ValidationError('fairness weights must be a JSON object: {"acme": 3}') from None
         try:
             changes = queue_config.parse_config(body, name)
         except OJSError as exc:

@@ -185,7 +185,7 @@ class QueueAdmin(ConsoleAdmin):
         if queue.max_size is not None:
             parts.append(f"max size {self.bound(queue)}")
         if queue.fairness_key is not None:
-            parts.append(f"fair by {queue.fairness_key}")
+            parts.append(f"fair by {queue.fairness_key}{weights_of(queue)}")
         return format_html('<a href="{}" title="configure">{}</a>', url, "; ".join(parts) or "none")
 
     @admin.display(description="max size")
@@ -221,3 +221,12 @@ def _rate(per_minute: float) -> str:
     if per_minute == 0:
         return "0"
     return f"{per_minute:,.1f}" if per_minute < 100 else f"{per_minute:,.0f}"
+
+
+def weights_of(queue: Queue) -> str:
+    """A fair queue's weights as the list says them: " (weights acme 3, small 1; others 1)"; "" when every value weighs 1."""
+    named = queue.fairness_weights or {}
+    if not named and queue.fairness_default_weight == 1:
+        return ""
+    listed = ", ".join(f"{value} {weight}" for value, weight in sorted(named.items()))
+    return f" (weights {listed + '; ' if listed else ''}others {queue.fairness_default_weight})"

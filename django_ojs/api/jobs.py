@@ -13,10 +13,10 @@ from ..core.push import push, push_many
 from ..models import Job
 from ..observe.tracing import traced_push
 from ..protocol.envelope import check_batch_size, parse_batch, parse_job, parse_job_ref, render_job
-from ..protocol.errors import NotFound, OJSError
+from ..protocol.errors import NotFound
 from ..protocol.retry import parse_policy
 from .base import AnsweringView, OJSView, Reply
-from .media import check_storable
+from .media import check_each_storable
 
 
 def default_retry():
@@ -71,23 +71,13 @@ class BatchView(OJSView):
         return ojs_settings.MAX_BATCH_BYTES
 
     def admit_body(self, data: Any) -> None:
-        """The cheap refusals first: the job count, then each job's size, measured as it is checked.
-
-        A body of up to MAX_BATCH_BYTES can hold millions of elements; no
-        job's walk goes past MAX_ENVELOPE_BYTES of it.
-        """
+        """The cheap refusals first: the job count, then each job's size (``check_each_storable``)."""
         jobs = data.get("jobs") if isinstance(data, dict) else None
         if not isinstance(jobs, list):
             super().admit_body(data)  # parse_batch names the shape's fault
             return
         check_batch_size(jobs, ojs_settings.MAX_BATCH_SIZE)
-        for index, job in enumerate(jobs):
-            try:
-                # As sent: UTF-8, not \uXXXX escapes, which triple non-ASCII text.
-                check_storable(job, where=f"jobs[{index}]", max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
-            except OJSError as exc:
-                exc.details.setdefault("index", index)
-                raise
+        check_each_storable(jobs, "jobs", max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
         super().admit_body({key: value for key, value in data.items() if key != "jobs"})
 
     def post(self, request: Any) -> Response:

@@ -14,7 +14,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 from ..conf import ojs_settings
-from ..protocol.errors import InvalidPayload, InvalidRequest, PayloadTooLarge
+from ..protocol.errors import InvalidPayload, InvalidRequest, OJSError, PayloadTooLarge
 
 OJS_MEDIA_TYPE = "application/openjobspec+json"
 # Twice the envelope's own limit on args and meta (ojs-json-format §13.5):
@@ -158,6 +158,21 @@ def check_storable(data: Any, *, where: str = "", max_bytes: int | None = None) 
 
 _END = object()
 _SCALARS = {None: "null", True: "true", False: "false"}
+
+
+def check_each_storable(items: list[Any], name: str, *, max_bytes: int) -> None:
+    """``check_storable`` for each item of a batch body's array ``name``, each within ``max_bytes``.
+
+    A body of up to a batch's size can hold millions of elements; no item's walk
+    goes past ``max_bytes`` of it. The refused item's index is in ``details.index``.
+    """
+    for index, item in enumerate(items):
+        try:
+            # As sent: UTF-8, not \uXXXX escapes, which triple non-ASCII text.
+            check_storable(item, where=f"{name}[{index}]", max_bytes=max_bytes)
+        except OJSError as exc:
+            exc.details.setdefault("index", index)
+            raise
 
 
 def _encoded_size(text: str, budget: int) -> int:

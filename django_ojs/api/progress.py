@@ -37,8 +37,9 @@ RECONNECT_MS = 2000
 # idle for 60 s (nginx's proxy_read_timeout, AWS load balancers), and writing
 # is how a stream whose client left finds out and frees its thread.
 KEEPALIVE_SECONDS = 15.0
-# What a client refused a stream is asked to wait: streams of jobs that end
-# close at once, the others within PROGRESS_STREAM_SECONDS.
+# What a client refused a stream or a wait is asked to wait: streams of jobs
+# that end close at once, the others within PROGRESS_STREAM_SECONDS; waits
+# end within their timeout.
 BUSY_RETRY_AFTER = 5
 # §7.2: the event that ends the stream, by the job's final state.
 FINAL_EVENTS = {JobState.COMPLETED: "completed", JobState.DISCARDED: "failed", JobState.CANCELLED: "cancelled"}
@@ -86,25 +87,36 @@ def _progress_response(job: Job, **extra: Any) -> Response:
 
 
 class StreamSlots:
-    """The streams this process has open, at most a limit at once."""
+    """The long requests of one kind this process holds open, at most a limit at once.
 
-    def __init__(self) -> None:
+    ``doing`` and ``instead`` word the 503 that refuses one more: what the
+    process already does (``{limit}`` stands for the limit), and what a client may do instead.
+    """
+
+    def __init__(self, doing: str, instead: str, limit_name: str) -> None:
         self._lock = threading.Lock()
         self.open = 0
+        self.doing, self.instead, self.limit_name = doing, instead, limit_name
 
-    def take(self, limit: int) -> bool:
+    def take(self, limit: int) -> None:
+        """Hold one slot, or raise Busy (503 with Retry-After) when ``limit`` are held."""
         with self._lock:
-            if self.open >= limit:
-                return False
-            self.open += 1
-            return True
+            if self.open < limit:
+                self.open += 1
+                return
+        raise Busy(
+            "this server process already " + self.doing.format(limit=limit),
+            retry_after=BUSY_RETRY_AFTER,
+            hint=f"Retry after Retry-After seconds, or {self.instead}.",
+            details={self.limit_name: limit},
+        )
 
     def give(self) -> None:
         with self._lock:
             self.open -= 1
 
 
-SLOTS = StreamSlots()
+SLOTS = StreamSlots("streams progress to {limit} clients", "poll GET /ojs/v1/jobs/{id}/progress", "max_streams")
 
 
 class ProgressStreamView(OJSView):
@@ -116,14 +128,7 @@ class ProgressStreamView(OJSView):
 
     def get(self, request: Any, job_id: str) -> StreamingHttpResponse:
         job = find_job(job_id)
-        limit = ojs_settings.PROGRESS_STREAMS
-        if not SLOTS.take(limit):
-            raise Busy(
-                f"this server process already streams progress to {limit} clients",
-                retry_after=BUSY_RETRY_AFTER,
-                hint="Retry after Retry-After seconds, or poll GET /ojs/v1/jobs/{id}/progress.",
-                details={"max_streams": limit},
-            )
+        SLOTS.take(ojs_settings.PROGRESS_STREAMS)
         stream = ProgressStream(job.seq, SLOTS)
         # The slot is given back by close(), which the WSGI server calls when the
         # response ends for any reason: the job ended, the time ran out, the client left.

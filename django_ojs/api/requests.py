@@ -79,6 +79,40 @@ def parse_ack(body: Mapping[str, Any]) -> Completion:
     return Completion(job_id=_job_id(body), lease=_lease(body), result=body.get("result"))
 
 
+def parse_ack_batch(body: Mapping[str, Any], *, max_acks: int) -> list[Completion]:
+    """A batch ACK's ``acks``: each item an ACK body, checked as ``parse_ack`` checks one.
+
+    A malformed item refuses the whole request (its fields named ``acks[i].<field>``, its
+    index in ``details.index``): the client has a bug to fix, not an attempt to settle.
+    """
+    acks = body.get("acks")
+    if not isinstance(acks, list) or not acks:
+        raise InvalidRequest("acks must be a non-empty array of ACK bodies", field="acks")
+    check_ack_count(acks, max_acks)
+    completions = []
+    for index, item in enumerate(acks):
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"acks[{index}] must be a JSON object", field=f"acks[{index}]",
+                                 details={"index": index})
+        try:
+            completions.append(parse_ack(item))
+        except InvalidRequest as exc:
+            exc.details["field"] = f"acks[{index}].{exc.details.get('field')}"
+            exc.details["index"] = index
+            exc.message = f"acks[{index}]: {exc.message}"
+            raise
+    return completions
+
+
+def check_ack_count(acks: list[Any], max_acks: int) -> None:
+    if len(acks) > max_acks:
+        raise InvalidRequest(
+            f"a batch ACK holds at most {max_acks} acks; this one has {len(acks)}",
+            field="acks",
+            details={"max_acks": max_acks, "count": len(acks)},
+        )
+
+
 def parse_nack(body: Mapping[str, Any]) -> Completion:
     requeue = body.get("requeue", False)
     if not isinstance(requeue, bool):

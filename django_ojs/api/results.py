@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from ..conf import ojs_settings
 from ..core import awaiting
 from ..models import Job
-from ..protocol.errors import Busy, InvalidRequest, WaitTimedOut
+from ..protocol.errors import InvalidRequest, WaitTimedOut
 from ..protocol.states import TERMINAL, JobState
 from .base import OJSView
 from .jobs import find_job
@@ -28,13 +28,11 @@ from .progress import StreamSlots
 
 # ojs-results §8.2: a blocking wait's default timeout, in seconds.
 DEFAULT_TIMEOUT = 30
-# What a client refused a wait is asked to wait: waits end within their timeout.
-BUSY_RETRY_AFTER = 5
 # What a client polling a job still running is asked to wait (ojs-results §8.1).
 POLL_RETRY_AFTER = 1
 FLAGS = {"true": True, "1": True, "false": False, "0": False}
 
-SLOTS = StreamSlots()
+SLOTS = StreamSlots("holds {limit} waits for a result", "poll GET /ojs/v1/jobs/{id}/result", "max_waits")
 
 
 def result_body(job: Job) -> dict[str, Any]:
@@ -86,14 +84,7 @@ class ResultView(OJSView):
         return response
 
     def _held(self, job: Job, timeout: float) -> Job:
-        limit = ojs_settings.RESULT_WAITS
-        if not SLOTS.take(limit):
-            raise Busy(
-                f"this server process already holds {limit} waits for a result",
-                retry_after=BUSY_RETRY_AFTER,
-                hint="Retry after Retry-After seconds, or poll GET /ojs/v1/jobs/{id}/result.",
-                details={"max_waits": limit},
-            )
+        SLOTS.take(ojs_settings.RESULT_WAITS)
         try:
             return awaiting.wait(job.id, timeout)
         finally:

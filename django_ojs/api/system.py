@@ -92,7 +92,7 @@ def conformance_level() -> int:
 EXTENSIONS = ("admin-api", "dead-letter", "durable-steps", "graceful-shutdown", "progress", "queue-config",
               "rate-limiting", "timeouts")
 # Our own, beyond the official ones: each described under capabilities and on the docs site.
-OWN_EXTENSIONS = ("fair-queues", "signals", "snooze", "worker-registration")
+OWN_EXTENSIONS = ("batch-ack", "fair-queues", "signals", "snooze", "worker-registration")
 ADMIN_BASE = "/ojs/v1/admin"
 ADMIN_API_VERSION = "1.0.0-rc.1"
 # The sections of ojs-admin-api served under ADMIN_BASE (§11, the dead letter, is not yet).
@@ -104,13 +104,27 @@ def extensions_served() -> list[str]:
     return sorted([*EXTENSIONS, *observability, *OWN_EXTENSIONS])
 
 
+def batch_ack_features() -> dict[str, Any]:
+    """The batch ACK extension (docs/reference/http/workers.md): its endpoint and bounds, and that
+    each ACK is settled on its own (one refused attempt does not refuse the others)."""
+    return {
+        "endpoint": "/ojs/v1/workers/ack/batch",
+        "max_acks": ojs_settings.MAX_FETCH_COUNT,
+        "max_body_bytes": ojs_settings.MAX_BATCH_BYTES,
+        "max_ack_bytes": ojs_settings.MAX_ENVELOPE_BYTES,
+        "outcome": "per ack",
+    }
+
+
 def fair_queue_features() -> dict[str, Any]:
     """The fair queues extension (docs/how-to/fair-queues.md): where a queue names its key, the
     paths a key may take, the order FETCH serves in."""
     return {
         "config_field": "fairness_key",
+        "weights_fields": ["fairness_weights", "fairness_default_weight"],
         "paths": ["meta.<name>", "args.<index>", "args.<index>.<name>"],
-        "across_values": "round_robin, the value whose last claim is oldest first",
+        "across_values": "weighted round_robin: a value of weight w takes up to w claims a round; "
+                         "the value whose round ended longest ago first",
         "within_value": "priority, then enqueue order",
     }
 
@@ -243,6 +257,7 @@ class ManifestView(OJSView):
                     "results": results_features(),
                     "workflow_extensions": workflow_features(),
                     "durable_steps": durable_steps_features(),
+                    "batch_ack": batch_ack_features(),
                 },
                 "extensions": extensions_served(),
                 "auth": {"scheme": "bearer", "required": bool(ojs_settings.AUTH_REQUIRED)},

@@ -42,6 +42,7 @@ urlpatterns = [
     path("v1/jobs/<str:job_id>/steps/<str:name>", durable.StepView.as_view()),
     path("v1/workers/fetch", LeanPost(workers.FetchView)),
     path("v1/workers/ack", LeanPost(workers.AckView)),
+    path("v1/workers/ack/batch", LeanPost(workers.BatchAckView)),
     path("v1/workers/nack", workers.NackView.as_view()),
     path("v1/workers/snooze", waits.SnoozeView.as_view()),
     path("v1/workers/wait", waits.WaitView.as_view()),

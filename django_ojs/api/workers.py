@@ -15,13 +15,25 @@ from ..conf import ojs_settings
 from ..core import settle, workers
 from ..core.claim import fetch
 from ..core.durable import steps_by_job
-from ..core.types import LimitReport
+from ..core.types import LimitReport, Settlement
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
+from ..protocol.errors import OJSError
 from ..protocol.states import JobState, WorkerState
 from .base import AnsweringView, OJSView, Reply
+from .errors import STATUS
+from .media import check_each_storable
 from .rate_limits import limit_headers
-from .requests import parse_ack, parse_fetch, parse_heartbeat, parse_nack, parse_worker_info, worker_id
+from .requests import (
+    check_ack_count,
+    parse_ack,
+    parse_ack_batch,
+    parse_fetch,
+    parse_heartbeat,
+    parse_nack,
+    parse_worker_info,
+    worker_id,
+)
 
 
 class FetchView(AnsweringView):
@@ -67,6 +79,54 @@ class AckView(AnsweringView):
                 "job": rendered,
             }
         )
+
+
+class BatchAckView(AnsweringView):
+    """This server's batch ACK (docs/reference/http/workers.md): many ACKs in one request.
+
+    Each item is an ACK body, settled as a single ACK would be; an item whose
+    attempt is no longer held is refused on its own, in its entry of
+    ``results`` with the error a single ACK would have answered, and the
+    others complete. Served by ``api/plain_views.py`` (POST), like ACK.
+    """
+
+    required_scope = "worker"
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        # Read per request (a view is made for each), so a changed setting applies at once.
+        self.max_body_bytes = ojs_settings.MAX_BATCH_BYTES
+
+    def admit_body(self, data: Any) -> None:
+        """The cheap refusals first: the count, then each ACK's size (``check_each_storable``)."""
+        acks = data.get("acks") if isinstance(data, dict) else None
+        if not isinstance(acks, list):
+            super().admit_body(data)  # parse_ack_batch names the shape's fault
+            return
+        check_ack_count(acks, ojs_settings.MAX_FETCH_COUNT)
+        check_each_storable(acks, "acks", max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
+        super().admit_body({key: value for key, value in data.items() if key != "acks"})
+
+    def answer(self, body: dict[str, Any]) -> Reply:
+        acks = parse_ack_batch(body, max_acks=ojs_settings.MAX_FETCH_COUNT)
+        outcomes = settle.ack_many([Settlement(ack.job_id, ack.lease, result=ack.result) for ack in acks])
+        results = [_ack_outcome(str(ack.job_id), refused) for ack, refused in zip(acks, outcomes)]
+        refused_count = sum(1 for refused in outcomes if refused is not None)
+        return Reply({"results": results, "acknowledged": len(results) - refused_count, "refused": refused_count})
+
+
+def _ack_outcome(job_id: str, refused: Exception | None) -> dict[str, Any]:
+    """One entry of a batch ACK's ``results``: completed, or the error body a single ACK would have had."""
+    if refused is None:
+        return {"job_id": job_id, "acknowledged": True, "state": JobState.COMPLETED.value}
+    assert isinstance(refused, OJSError)  # core.refusal's 404 or 409
+    return {
+        "job_id": job_id,
+        "acknowledged": False,
+        "status": STATUS.get(refused.code, 409),
+        "error": {"code": refused.code, "message": refused.message, "retryable": refused.retryable,
+                  "details": refused.details},
+    }
 
 
 class NackView(OJSView):

@@ -167,6 +167,18 @@ def _timed_out(job: Job, timeout: float | None) -> WaitTimedOut:
                         job_id=str(job.id), state=job.state)
 
 
+def _pause(job: Job, timeout: float | None, deadline: float | None, now: float) -> float:
+    """How long a waiter sleeps before its next read: the poll interval, cut to the
+    time left; WaitTimedOut once ``deadline`` (on the clock ``now`` reads) has passed."""
+    pause = WAITERS.interval()
+    if deadline is None:
+        return pause
+    remaining = deadline - now
+    if remaining <= 0:
+        raise _timed_out(job, timeout)
+    return min(pause, remaining)
+
+
 def wait(job_id: Any, timeout: float | None = None) -> Job:
     """The job once it is completed, discarded or cancelled; WaitTimedOut after ``timeout`` seconds.
 
@@ -182,13 +194,7 @@ def wait(job_id: Any, timeout: float | None = None) -> Job:
             job = read(job_id)
             if job.state in TERMINAL:
                 return job
-            pause = WAITERS.interval()
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise _timed_out(job, timeout)
-                pause = min(pause, remaining)
-            woken.wait(pause)
+            woken.wait(_pause(job, timeout, deadline, time.monotonic()))
     finally:
         WAITERS.unsubscribe(job_id, woken.set)
 
@@ -210,12 +216,7 @@ async def await_job(job_id: Any, timeout: float | None = None) -> Job:
             job = await sync_to_async(read)(job_id)
             if job.state in TERMINAL:
                 return job
-            pause = WAITERS.interval()
-            if deadline is not None:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise _timed_out(job, timeout)
-                pause = min(pause, remaining)
+            pause = _pause(job, timeout, deadline, loop.time())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), pause)
     finally:

@@ -18,12 +18,13 @@ no handler of it can run is never claimed by it and waits, ``available`` at
 attempt 0, for a worker that can (an HTTP worker names no types: any job of
 its queues).
 
-A fair queue (its configuration names a ``fairness_key``) is claimed
-round-robin across the key's values, in steps on every engine
-(``core/fairness.py``); the values served are written last, after every
-queue of the claim.
+A fair queue (its configuration names a ``fairness_key``) is claimed in
+weighted round-robin across the key's values (``core/fairness.py``); on
+PostgreSQL in one statement (``pg/fair_claim.py``), which writes the values'
+turns itself when it is the claim's only queue; otherwise they are written
+last, after every queue of the claim.
 
-The PostgreSQL engine claims a queue without a rate or concurrency limit, and not fair, in
+The PostgreSQL engine claims a queue without a rate or concurrency limit in
 one statement (``Engine.claim_queue``: hold, lock, activate, record); the
 stepwise claim below (``claim_from``) takes over when that statement finds
 a dead claimant, a rate-keyed or an expired candidate.
@@ -100,13 +101,18 @@ def claim(
     pending = list(dict.fromkeys(queues))
     narrowed = False
     turns = fairness.Turns()
+    # A claim of several queues writes every fair queue's turns at its end, in one order; of one, its
+    # one-statement claim writes them itself (pg/fair_claim.py).
+    gathered = turns if len(pending) > 1 else None
     while pending and len(claimed) < count:
         queue, wanted = pending.pop(0), count - len(claimed)
-        outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=hold, types=types)
+        outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=hold, types=types,
+                                     turns=gathered)
         if outcome is not None and not outcome.alive:
             # Revived first, then claimed like any other worker.
             hold_claimant(worker_id)
-            outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=False, types=types)
+            outcome = engine.claim_queue(queue, wanted, worker_id, visibility_timeout, hold=False, types=types,
+                                         turns=gathered)
         if outcome is None:
             if hold:
                 hold_claimant(worker_id)

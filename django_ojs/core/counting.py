@@ -83,10 +83,13 @@ def time_boxed(using: str, *, seconds: float) -> Iterator[None]:
 def _set_statement_timeout(connection, value: str) -> str:
     """Set the transaction's statement timeout; return the one it replaces."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('statement_timeout')")
-        previous = cursor.fetchone()[0]
-        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [value])
-    return previous
+        # One round trip: the subquery (kept apart by OFFSET 0) reads the setting before it is set.
+        cursor.execute(
+            "SELECT previous, set_config('statement_timeout', %s, true)"
+            " FROM (SELECT current_setting('statement_timeout') AS previous OFFSET 0) setting",
+            [value],
+        )
+        return cursor.fetchone()[0]
 
 
 def planner_estimate(queryset: QuerySet) -> int | None:

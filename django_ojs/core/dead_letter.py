@@ -38,9 +38,14 @@ KEPT_AS = (DEAD_LETTER, DISCARDED)
 KEPT_WORDS = {True: "dead letter", False: "discarded"}
 
 
-def failed_jobs() -> QuerySet:
-    """Every discarded job: the admin's Failed jobs page."""
-    return Job.objects.filter(state=JobState.DISCARDED)
+def failed_jobs(among: QuerySet | None = None) -> QuerySet:
+    """Every discarded job (of ``among``, a queryset of jobs or of a proxy of them): the admin's Failed jobs page.
+
+    A plain condition on the rows, never a ``pk IN (subquery)``: the planner reads the newest discards
+    straight from ``ojs_job_finished`` (state, finished_at), where a semi-join over 10 million jobs hashed
+    every discarded one first (7 s).
+    """
+    return (Job.objects.all() if among is None else among).filter(state=JobState.DISCARDED)
 
 
 def dead_letter_jobs() -> QuerySet:

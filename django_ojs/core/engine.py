@@ -10,7 +10,8 @@ An operation asks the current engine first; whatever the engine declines
 engine method              one statement (``core/pg``)                 stepwise twin (``core``)
 =========================  ==========================================  ===============================
 ``push_plain``             ``pg/push.py`` ``insert``                   ``push.push_many``'s transaction
-``claim_queue``            ``pg/claim.py`` ``claim``                   ``claim.claim_from``
+``claim_queue``            ``pg/claim.py`` ``claim``;                  ``claim.claim_from``
+                           a fair queue ``pg/fair_claim.py``
 ``turn``                   ``pg/turn.py`` ``turn``                     ``turn.settle_and_fetch``'s transaction
 ``ack_alone``, ``ack``     ``pg/settle.py`` ``ack``                    ``settle.ack``'s transaction
 ``lock_settled``           ``pg/settle.py`` ``lock_settled``           ``settle.settle_many``'s ORM lock

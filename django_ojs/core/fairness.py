@@ -1,21 +1,28 @@
 """Fair queues at FETCH: round-robin across the values of a queue's fairness key.
 
 A fair queue (its configuration names a ``fairness_key``, ``protocol/fairness.py``)
-is claimed in steps on every engine, like a limited queue:
+is claimed in these steps, like a limited queue:
 
 1. ``waiting_keys``: the values with available jobs, read from the partial
    index ``ojs_job_fair`` (queue, fair_key, priority, seq) by a skip scan --
    one index probe per value, whatever the number of jobs behind each;
-2. ``turn_order``: those values, the one whose last claim is oldest first
-   (``FairTurn.turn``, the queue's claims numbered; a value never claimed
-   first of all), then by value;
-3. ``candidates``: the claim's jobs shared out round-robin in that order
-   (``protocol.fairness.round_robin``), each value's share its next jobs by
+2. ``turn_order``: those values, the one whose turn is oldest first
+   (``FairTurn.turn``, renumbered after the queue's highest when a value's
+   round ends; a value never claimed first of all), then by value; each with
+   its weight (the queue's ``fairness_weights``) and the claims it has used
+   in its current round (``FairTurn.used``);
+3. ``candidates``: the claim's jobs shared out in weighted round-robin in that
+   order (``protocol.fairness.schedule``: round by round, a value of weight
+   w taking up to w in a round), each value's share its next jobs by
    priority, then enqueue order, locked ``FOR UPDATE SKIP LOCKED``: one
    probe per value served; a share a value cannot fill passes to the others;
-4. ``Turns``: the values served and the claim's time, written at the end of
-   the claim's transaction in (queue, value) order -- the only rows a fair
-   claim waits for, always in one order, after every job row it locks.
+4. ``Turns``: the values served counted into their rounds
+   (``protocol.fairness.advance``) at the end of the claim's transaction, in
+   (queue, value) order -- the only rows a fair claim waits for, always in
+   one order, after every job row it locks.
+
+On PostgreSQL, a claim that is a transaction of its own does all four in one
+statement (``core/pg/fair_claim.py``); these steps are its stepwise twin.
 
 So one tenant's million jobs cannot starve another's ten: each claim serves
 the values in turn, and a claim's cost grows with the number of values
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from django.db import connection
@@ -43,6 +50,7 @@ from ..conf import ojs_settings
 from ..models import FairTurn, Job
 from ..protocol import fairness
 from ..protocol.states import TERMINAL, JobState
+from .queue_settings import settings_of
 
 # Jobs given their key per claim while a configuration change is fresh.
 MEND_BATCH = 1_000
@@ -67,21 +75,29 @@ def waiting_keys(queue: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def turn_order(queue: str, keys: list[str]) -> list[str]:
-    """``keys`` in turn order: the oldest last claim first, a value never claimed before all; ties by value."""
-    last = dict(FairTurn.objects.filter(queue=queue, fair_key__in=keys).values_list("fair_key", "turn"))
-    return sorted(keys, key=lambda key: (last.get(key, 0), key))
+def turn_order(queue: str, keys: list[str]) -> list[fairness.Turn]:
+    """``keys`` in turn order, with their weights and the claims used in their current round: the
+    oldest turn first, a value never claimed before all; ties by value."""
+    configured = settings_of(queue)
+    rows = {key: (turn, used) for key, turn, used in
+            FairTurn.objects.filter(queue=queue, fair_key__in=keys).values_list("fair_key", "turn", "used")}
+    ordered = sorted(keys, key=lambda key: (rows.get(key, (0, 0))[0], key))
+    return [fairness.Turn(key, configured.weight_of(key), rows.get(key, (0, 0))[1]) for key in ordered]
 
 
 def candidates(queue: str, available: QuerySet[Job], wanted: int) -> list[Job]:
     """Up to ``wanted`` jobs of ``available`` (the queue's claimable rows, already narrowed), locked,
-    shared round-robin across the values waiting; in turn order, one job of each value a round."""
+    shared across the values waiting in weighted round-robin (``protocol.fairness.schedule``), in
+    that order."""
     pending = turn_order(queue, waiting_keys(queue))
     taken: dict[str, list[Job]] = {}
+    order: list[Job] = []
     while pending and wanted > 0:
-        shares = fairness.round_robin(pending, wanted)
-        full = []
-        for key, share in shares:
+        slots = fairness.schedule(pending, wanted, {key: len(rows) for key, rows in taken.items()})
+        shares = Counter(slots)
+        short = set()
+        fetched: dict[str, list[Job]] = {}
+        for key, share in shares.items():
             # A range of one value, not "= key", and the index's own order: the planner then finds no
             # cheaper way than ojs_job_fair, even with statistics that call the value common (with "=",
             # it walked ojs_job_available filtering on the value, past every other value's jobs).
@@ -90,47 +106,59 @@ def candidates(queue: str, available: QuerySet[Job], wanted: int) -> list[Job]:
                 .exclude(seq__in=[job.seq for job in taken.get(key, [])])
                 .order_by("fair_key", "-priority", "seq")[:share]
             )
-            taken.setdefault(key, []).extend(rows)
+            fetched[key] = rows
             wanted -= len(rows)
-            if len(rows) == share:
-                full.append(key)
+            if len(rows) < share:
+                short.add(key)
+        # The jobs in slot order: each value's next job fills its next slot, while it has one.
+        for key in slots:
+            if fetched[key]:
+                job = fetched[key].pop(0)
+                taken.setdefault(key, []).append(job)
+                order.append(job)
         # A value that could not fill its share has nothing more to give this claim (none left, or
-        # none of the worker's types, or all locked); the values not reached yet, then the others,
-        # go on round where the rotation stopped: fewest taken first.
-        unreached = pending[len(shares):]
-        pending = sorted(full + unreached, key=lambda key: len(taken.get(key, [])))
-    rounds = max((len(rows) for rows in taken.values()), default=0)
-    return [rows[i] for i in range(rounds) for rows in taken.values() if i < len(rows)]
+        # none of the worker's types, or all locked); the others go on round where they stopped.
+        pending = [turn for turn in pending if turn.key not in short]
+    return order
 
 
 class Turns:
-    """The values a claim served, per queue, in the order served; written once, at the end of the claim."""
+    """The jobs a claim took per queue and value; the values' turns written once, at the end of the claim."""
 
     def __init__(self) -> None:
-        self.served: dict[str, dict[str, None]] = defaultdict(dict)
+        self.served: dict[str, Counter[str]] = defaultdict(Counter)
         self.at: dt.datetime | None = None
 
     def add(self, jobs: list[Job], now: dt.datetime) -> None:
         for job in jobs:
             if job.fair_key is not None:
-                self.served[job.queue].pop(job.fair_key, None)  # served again: last
-                self.served[job.queue][job.fair_key] = None
+                self.served[job.queue][job.fair_key] += 1
                 self.at = now
 
     def write(self) -> None:
-        """Number the served values' turns after the queue's last, in the order served; upsert them in
-        (queue, value) order, so concurrent fair claims wait for each other's rows in one order and
-        cannot deadlock. Two claims at once may number alike: a tie, broken by value."""
+        """Count each served value's claims into its round (``protocol.fairness.advance``); a value whose
+        round ended goes to the back: its turn numbered after the queue's last, in the order the rounds
+        ended. Upserted in (queue, value) order, one pass, so concurrent fair claims wait for each other's
+        rows in one order and cannot deadlock. Two claims at once may number alike (a tie, broken by value),
+        and the later may count from the row as it was before the other: a value's round one claim longer.
+        (The one statement, ``pg/fair_claim.py``, counts on from the row as locked.)"""
         if self.at is None:
             return
-        rows = []
+        upserts: list[FairTurn] = []
         for queue in sorted(self.served):
+            got = self.served[queue]
+            rows = {row.fair_key: row for row in FairTurn.objects.filter(queue=queue, fair_key__in=list(got))}
             last = FairTurn.objects.filter(queue=queue).order_by("-turn").values_list("turn", flat=True).first() or 0
-            rows += [FairTurn(queue=queue, fair_key=key, turn=last + position, last_claimed_at=self.at)
-                     for position, key in enumerate(self.served[queue], start=1)]
-        rows.sort(key=lambda row: (row.queue, row.fair_key))
-        FairTurn.objects.bulk_create(rows, update_conflicts=True, unique_fields=["queue", "fair_key"],
-                                     update_fields=["turn", "last_claimed_at"])
+            configured = settings_of(queue)
+            turn = {key: rows[key].turn if key in rows else 0 for key in got}
+            turns = [fairness.Turn(key, configured.weight_of(key), rows[key].used if key in rows else 0)
+                     for key in sorted(got, key=lambda key: (turn[key], key))]
+            used, ended = fairness.advance(turns, got)
+            turn.update({key: last + position for position, key in enumerate(ended, start=1)})
+            upserts += [FairTurn(queue=queue, fair_key=key, turn=turn[key], used=used[key], last_claimed_at=self.at)
+                        for key in sorted(got)]
+        FairTurn.objects.bulk_create(upserts, update_conflicts=True, unique_fields=["queue", "fair_key"],
+                                     update_fields=["turn", "used", "last_claimed_at"])
         self.served.clear()
         self.at = None
 
@@ -155,12 +183,9 @@ def mend(queue: str, path: str, changed_at: dt.datetime | None) -> None:
     """Give ``queue``'s key to unfinished jobs pushed without one, by a process whose cached configuration
     predated the change: a bounded batch per claim while the change is fresh, then all that are left,
     once per process and change. Locked rows are skipped, never waited for."""
-    if changed_at is None:
+    if changed_at is None or mended(queue, changed_at):
         return
-    fresh = timezone.now() - changed_at <= dt.timedelta(seconds=2 * ojs_settings.QUEUE_CONFIG_TTL) + MEND_MARGIN
-    with _mended_lock:
-        if not fresh and _mended.get(queue) == changed_at:
-            return
+    fresh = _fresh(changed_at)
     unkeyed = Job.objects.filter(queue=queue, fair_key__isnull=True, state__in=UNFINISHED)
     while True:
         seqs = list(unkeyed.select_for_update(skip_locked=True).values_list("seq", flat=True)[:MEND_BATCH])
@@ -171,6 +196,19 @@ def mend(queue: str, path: str, changed_at: dt.datetime | None) -> None:
     if not fresh:
         with _mended_lock:
             _mended[queue] = changed_at
+
+
+def mended(queue: str, changed_at: dt.datetime | None) -> bool:
+    """Is there nothing for ``mend`` to do in ``queue``: no change, or one past its freshness whose
+    stragglers this process has mended all of?"""
+    if changed_at is None:
+        return True
+    with _mended_lock:
+        return not _fresh(changed_at) and _mended.get(queue) == changed_at
+
+
+def _fresh(changed_at: dt.datetime) -> bool:
+    return timezone.now() - changed_at <= dt.timedelta(seconds=2 * ojs_settings.QUEUE_CONFIG_TTL) + MEND_MARGIN
 
 
 # Per queue, the configuration change whose stragglers this process has mended all of.

@@ -48,8 +48,13 @@ class Defaults:
         )
 
 
-def spec_columns(spec: JobSpec, defaults: Defaults, expires_at: dt.datetime | None) -> dict[str, Any]:
-    """attname -> value of the columns in ``SPEC_COLUMNS``; ``expires_at`` resolved by the caller."""
+def spec_columns(
+    spec: JobSpec, defaults: Defaults, expires_at: dt.datetime | None, fair_paths: dict[str, str | None] | None = None
+) -> dict[str, Any]:
+    """attname -> value of the columns in ``SPEC_COLUMNS``; ``expires_at`` resolved by the caller.
+
+    ``fair_paths``: a batch's cache of each queue's fairness key, filled as its jobs are read.
+    """
     limit = spec.rate_limit
     return {
         "id": spec.id or uuid7(),
@@ -70,13 +75,18 @@ def spec_columns(spec: JobSpec, defaults: Defaults, expires_at: dt.datetime | No
         "expires_at": expires_at,
         "rate_limit": None if limit is None else limit.to_dict(),
         "rate_key": None if limit is None else limit.key,
-        "fair_key": fair_key(spec),
+        "fair_key": fair_key(spec, fair_paths),
     }
 
 
-def fair_key(spec: JobSpec) -> str | None:
+def fair_key(spec: JobSpec, fair_paths: dict[str, str | None] | None = None) -> str | None:
     """The job's value of its queue's fairness key, or None when the queue is not fair (the cached setting)."""
-    path = settings_of(spec.queue).fairness_key
+    if fair_paths is None:
+        path = settings_of(spec.queue).fairness_key
+    elif spec.queue in fair_paths:
+        path = fair_paths[spec.queue]
+    else:
+        path = fair_paths[spec.queue] = settings_of(spec.queue).fairness_key
     return None if path is None else fairness.key_of(path, spec.args, spec.meta)
 
 

@@ -22,7 +22,10 @@ from .fairness import rekey
 from .queue_settings import forget
 
 OVERFLOW_POLICIES = ("reject", "drop_oldest")
-CONFIG_FIELDS = ("concurrency", "rate_limit", "throttle", "max_size", "overflow_policy", "fairness_key")
+CONFIG_FIELDS = (
+    "concurrency", "rate_limit", "throttle", "max_size", "overflow_policy",
+    "fairness_key", "fairness_weights", "fairness_default_weight",
+)
 
 
 def parse_config(body: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -55,6 +58,10 @@ def parse_config(body: Mapping[str, Any], name: str) -> dict[str, Any]:
         changes["overflow_policy"] = body["overflow_policy"]
     if "fairness_key" in body:
         changes["fairness_key"] = fairness.parse_path(body["fairness_key"])
+    if "fairness_weights" in body:
+        changes["fairness_weights"] = fairness.parse_weights(body["fairness_weights"])
+    if "fairness_default_weight" in body:
+        changes["fairness_default_weight"] = fairness.parse_default_weight(body["fairness_default_weight"])
     return changes
 
 
@@ -66,6 +73,8 @@ def render_config(queue: Queue) -> dict[str, Any]:
         "max_size": queue.max_size,
         "overflow_policy": queue.overflow_policy,
         "fairness_key": queue.fairness_key,
+        "fairness_weights": queue.fairness_weights or {},
+        "fairness_default_weight": queue.fairness_default_weight,
     }
 
 

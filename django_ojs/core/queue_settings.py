@@ -15,7 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from django.db import transaction
 
@@ -35,6 +36,12 @@ class QueueSettings:
     # When the queue's configuration last changed (None: never): FETCH of a fair queue mends
     # the keys of jobs pushed by processes that had not yet seen the change (core/fairness.py).
     changed_at: dt.datetime | None = None
+    # A fair queue's weights per value (protocol/fairness.py), and every other value's.
+    fairness_weights: Mapping[str, int] = field(default_factory=dict)
+    fairness_default_weight: int = 1
+
+    def weight_of(self, value: str) -> int:
+        return self.fairness_weights.get(value, self.fairness_default_weight)
 
 
 _UNCONFIGURED = QueueSettings(None, None, "reject")
@@ -94,4 +101,5 @@ def _load(name: str) -> QueueSettings:
     limit = with_override(queue_key(name), limit)
     if queue is None:
         return QueueSettings(limit, None, "reject") if limit else _UNCONFIGURED
-    return QueueSettings(limit, queue.max_size, queue.overflow_policy, queue.fairness_key, queue.updated_at)
+    return QueueSettings(limit, queue.max_size, queue.overflow_policy, queue.fairness_key, queue.updated_at,
+                         queue.fairness_weights or {}, queue.fairness_default_weight)

@@ -165,6 +165,23 @@ def settle_many(settlements: Sequence[Settlement], *, holding: str | None = None
     return verdicts
 
 
+def ack_many(settlements: Sequence[Settlement]) -> list[Exception | None]:
+    """ACK many attempts in one transaction: for each, None if it completed, else the error a
+    single ``ack`` of it would have raised (404, or 409 naming the state or the lease).
+
+    One refused attempt does not stop the others. A job named twice is completed once; the
+    second names it as completed, as a second ACK would.
+    """
+    verdicts = settle_many(settlements)
+    refused = [s.job_id for s, verdict in zip(settlements, verdicts) if verdict is Verdict.REFUSED]
+    # Read once the batch is settled: why each was refused, as the job stands now.
+    jobs = {str(job.id): job for job in Job.objects.filter(id__in=refused)} if refused else {}
+    return [
+        None if verdict is not Verdict.REFUSED else refusal(jobs.get(str(s.job_id)), s.job_id, Move.ACK)
+        for s, verdict in zip(settlements, verdicts)
+    ]
+
+
 def _lock_settled(job_ids: list[str], holding: str | None) -> list[tuple]:
     """The batch's rows that may be settled, locked in ``seq`` order, ``holding``'s row held first:
     (seq, id, type, queue, attempt, started_at, worker_id, is a pending workflow step, the clock)."""
@@ -358,6 +375,17 @@ GAVE_UP = {
 }
 
 
+# The most of an error message a log line carries: the rest (messages run to
+# kilobytes: a rendered template, a response body) is on the job, in its history.
+LOG_MESSAGE_CHARS = 500
+
+
+def _log_excerpt(message: str) -> str:
+    if len(message) <= LOG_MESSAGE_CHARS:
+        return message
+    return f"{message[:LOG_MESSAGE_CHARS]}… ({len(message):,} characters; the whole message is in the job's errors)"
+
+
 def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> None:
     """One line per failed attempt, once its transaction commits (a rolled-back settle logs nothing).
 
@@ -365,7 +393,8 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
     ends it, with what it is kept as and until when, so the last failure does
     not read like any retry.
     """
-    head = f"job {job.id} ({job.type}) attempt {job.attempt}/{job.max_attempts} failed: {failure.type}: {failure.message}"
+    head = (f"job {job.id} ({job.type}) attempt {job.attempt}/{job.max_attempts} failed: {failure.type}: "
+            f"{_log_excerpt(failure.message)}")
     if ended is not None:
         until = format_timestamp(job.kept_until) if job.kept_until else "-"
         line = f"{head}; {GAVE_UP.get(ended.reason, ended.reason)} → {KEPT_WORDS[job.dead_letter]}, kept until {until}"

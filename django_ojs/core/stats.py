@@ -3,10 +3,15 @@ for the counts the admin, the HTTP API and the metrics show.
 
 No counter row is kept (DESIGN invariant 7): counts come from the indexes
 (``ojs_job_queue_state``, the partial state indexes), throughput from the
-``finished_at`` of finished jobs (``ojs_job_finished``). Every query stops
-after a fixed number of rows, so the cost of a page does not grow with the
-table: past a count's bound the planner's estimate is shown (``≈``), past a
-throughput sample the window is shortened and said so.
+``finished_at`` of finished jobs (``ojs_job_finished``). The live jobs (waiting
+or held) are counted exactly, grouped in one statement over the partial
+indexes that hold only them; every query over finished jobs stops after a
+fixed number of rows, so the cost of a page grows with the backlog, never
+with the history: past a count's bound the planner's estimate is shown
+(``≈``), past a throughput sample the window is shortened and said so. Each
+statement lists its states, so a table partitioned by state reads only the
+partitions they name, and none is costly enough for PostgreSQL's JIT to
+compile it (a statement of hundreds of subqueries spent seconds there).
 """
 
 from __future__ import annotations
@@ -21,15 +26,20 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils.dateparse import parse_datetime
 
 from ..models import Job
-from ..protocol.states import STATE_ORDER, JobState
+from ..protocol.states import STATE_ORDER, TERMINAL, JobState
 from .clock import db_now
 from .counting import Tally, count_rows, planner_estimate
 from .dead_letter import dead_letter_jobs
 
-# Per queue and state, counted exactly up to this many jobs.
+# Per queue and finished state, counted exactly up to this many jobs.
 QUEUE_COUNT_LIMIT = 1_000
-# The oldest waiting job is looked for among this many at the head of a queue.
-QUEUE_HEAD_ROWS = 10_000
+# The live jobs (waiting or held) are counted exactly up to this many available ones and as many others.
+LIVE_COUNT_LIMIT = 1_000_000
+# The live states but available, counted from ojs_job_queue_state.
+HELD_STATES = sorted(state.value for state in JobState if state not in TERMINAL and state != JobState.AVAILABLE)
+FINISHED_STATES = sorted(state.value for state in TERMINAL)
+# The oldest waiting job is looked for among this many at the head of a queue (each a heap read).
+QUEUE_HEAD_ROWS = 1_000
 THROUGHPUT_WINDOW = dt.timedelta(minutes=5)
 # The most finished jobs a throughput figure reads.
 THROUGHPUT_SAMPLE = 50_000
@@ -105,70 +115,104 @@ def oldest_age_seconds(at: dt.datetime | None, now: dt.datetime) -> float:
 
 
 def queue_depths(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[str, dt.datetime | None]]:
-    """Jobs per (queue, state), exact up to QUEUE_COUNT_LIMIT and estimated past it, and
-    when each queue's oldest available job was enqueued (among its head). Also what
-    the Prometheus scrape reads (``observe/metrics.py``) and the API's queue statistics."""
-    counts, oldest = _queue_counts_and_heads(names)
-    tallies = {}
-    for (name, state), value in counts.items():
-        if value <= QUEUE_COUNT_LIMIT:
-            tallies[(name, state)] = Tally(value, True)
-        else:
-            estimate = planner_estimate(Job.objects.filter(queue=name, state=state))
-            tallies[(name, state)] = (
-                Tally(max(estimate, value), False, at_least=estimate < value)
-                if estimate is not None
-                else Tally(value, True)
-            )
-    return tallies, oldest
+    """Jobs per (queue, state) -- the live states' exact up to LIVE_COUNT_LIMIT, the finished states'
+    exact up to QUEUE_COUNT_LIMIT, each estimated past its bound -- and when each queue's oldest
+    available job was enqueued (among its head). Also what the Prometheus scrape reads
+    (``observe/metrics.py``) and the API's queue statistics. Three statements, whatever the number
+    of queues; none reads finished history beyond the bound."""
+    if not names:
+        return {}, {}
+    counts = {(name, state.value): 0 for name in names for state in JobState}
+    counts.update(_finished_counts(names))
+    tallies = {key: _bounded_tally(key, value) for key, value in counts.items()}
+    tallies.update(_live_counts(names))
+    return tallies, oldest_available(names)
 
 
-def _queue_counts_and_heads(names: list[str]) -> tuple[dict[tuple[str, str], int], dict[str, dt.datetime | None]]:
-    """One statement: a bounded count per (queue, state), the oldest head job per queue."""
+def _live_counts(names: list[str]) -> dict[tuple[str, str], Tally]:
+    """The waiting and held jobs of ``names`` per queue and state: one statement grouping the live rows,
+    read from the partial indexes that hold only them -- ``ojs_job_available`` for the available
+    jobs, ``ojs_job_queue_state`` for the others, by queue and by an explicit list of live states (so a
+    table partitioned by state reads its live partition only). Exact up to ``LIVE_COUNT_LIMIT`` rows of
+    each of the two kinds; past that, the planner's estimates for the queues of that kind."""
+    if not names:
+        return {}
     table = connection.ops.quote_name(Job._meta.db_table)
-    parts: list[str] = []
-    params: list[Any] = []
-    keys: list[tuple[str, str]] = []
-    for name in names:
-        for state in JobState:
-            parts.append(f"(SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE queue = %s AND state = %s LIMIT %s) c)")
-            params += [name, state.value, QUEUE_COUNT_LIMIT + 1]
-            keys.append((name, state.value))
-    head_parts, head_params = _head_parts(names)
-    parts += head_parts
-    params += head_params
+    queues = ", ".join(["%s"] * len(names))
+    held = ", ".join(["%s"] * len(HELD_STATES))
+    sql = (
+        f"SELECT queue, %s, COUNT(*), 0 FROM (SELECT queue FROM {table} WHERE state = %s AND queue IN ({queues})"
+        f" LIMIT %s) available GROUP BY queue"
+        f" UNION ALL SELECT queue, state, COUNT(*), 1 FROM (SELECT queue, state FROM {table}"
+        f" WHERE state IN ({held}) AND queue IN ({queues}) LIMIT %s) held GROUP BY queue, state"
+    )
+    available = JobState.AVAILABLE.value
+    params: list[str | int] = [available, available, *names, LIVE_COUNT_LIMIT, *HELD_STATES, *names, LIVE_COUNT_LIMIT]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    counts = dict(zip(keys, row[: len(keys)]))
-    oldest = {name: _as_datetime(value) for name, value in zip(names, row[len(keys) :])}
-    return counts, oldest
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found = {(name, state): 0 for name in names for state in (available, *HELD_STATES)}
+    read = [0, 0]
+    for queue, state, n, part in rows:
+        found[(queue, state)] = n
+        read[part] += n
+    cut = {available} if read[0] >= LIVE_COUNT_LIMIT else set()
+    cut |= set(HELD_STATES) if read[1] >= LIVE_COUNT_LIMIT else set()
+    tallies = {}
+    for (name, state), value in found.items():
+        if state in cut:
+            estimate = planner_estimate(Job.objects.filter(queue=name, state=state)) or 0
+            tallies[(name, state)] = Tally(max(estimate, value), False, at_least=estimate < value)
+        else:
+            tallies[(name, state)] = Tally(value, True)
+    return tallies
+
+
+def _finished_counts(names: list[str]) -> dict[tuple[str, str], int]:
+    """Finished jobs per queue and finished state, each counted to at most ``QUEUE_COUNT_LIMIT + 1``:
+    one statement, a small subquery per finished state run once per queue. The state is written out,
+    not a parameter: the planner then proves the partial index ``ojs_job_queue_state`` (and, on a table
+    partitioned by state, the partitions) from it; with the state a parameter it scanned the table."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    queues = ", ".join(["(%s)"] * len(names))
+    counts = ", ".join(
+        f"(SELECT COUNT(*) FROM (SELECT 1 FROM {table} j WHERE j.queue = queues.name AND j.state = '{state}'"
+        f" LIMIT %s) c)"
+        for state in FINISHED_STATES
+    )
+    sql = f"WITH queues(name) AS (VALUES {queues}) SELECT queues.name, {counts} FROM queues"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*names, *[QUEUE_COUNT_LIMIT + 1] * len(FINISHED_STATES)])
+        return {(row[0], state): n for row in cursor.fetchall() for state, n in zip(FINISHED_STATES, row[1:])}
+
+
+def _bounded_tally(key: tuple[str, str], value: int) -> Tally:
+    """A count stopped at ``QUEUE_COUNT_LIMIT + 1``: exact within the bound, the planner's estimate past it."""
+    if value <= QUEUE_COUNT_LIMIT:
+        return Tally(value, True)
+    name, state = key
+    estimate = planner_estimate(Job.objects.filter(queue=name, state=state))
+    if estimate is None:
+        return Tally(value, True)
+    return Tally(max(estimate, value), False, at_least=estimate < value)
 
 
 def oldest_available(names: list[str]) -> dict[str, dt.datetime | None]:
-    """When each queue's oldest available job was enqueued (among its head, as ``queue_depths`` says):
-    one statement, no counting."""
+    """When each queue's oldest available job was enqueued, among its first ``QUEUE_HEAD_ROWS`` in claim
+    order (exact when the whole backlog fits): one statement, one subquery run per queue from
+    ``ojs_job_available``, no counting."""
     if not names:
         return {}
-    parts, params = _head_parts(names)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return {name: _as_datetime(value) for name, value in zip(names, row)}
-
-
-def _head_parts(names: list[str]) -> tuple[list[str], list[Any]]:
-    """Per queue, a subquery for the oldest ``enqueued_at`` among its first ``QUEUE_HEAD_ROWS`` available jobs."""
     table = connection.ops.quote_name(Job._meta.db_table)
-    parts: list[str] = []
-    params: list[Any] = []
-    for name in names:
-        parts.append(
-            f"(SELECT MIN(enqueued_at) FROM (SELECT enqueued_at FROM {table} WHERE queue = %s AND state = %s"
-            f" ORDER BY priority DESC, seq LIMIT %s) h)"
-        )
-        params += [name, JobState.AVAILABLE.value, QUEUE_HEAD_ROWS]
-    return parts, params
+    queues = ", ".join(["(%s)"] * len(names))
+    sql = (
+        f"WITH queues(name) AS (VALUES {queues}) "
+        f"SELECT queues.name, (SELECT MIN(enqueued_at) FROM (SELECT enqueued_at FROM {table} j"
+        f" WHERE j.queue = queues.name AND j.state = %s ORDER BY j.priority DESC, j.seq LIMIT %s) h) FROM queues"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*names, JobState.AVAILABLE.value, QUEUE_HEAD_ROWS])
+        return {name: _as_datetime(value) for name, value in cursor.fetchall()}
 
 
 def throughput(now: dt.datetime, window: dt.timedelta = THROUGHPUT_WINDOW) -> Throughput:
@@ -193,8 +237,56 @@ def throughput(now: dt.datetime, window: dt.timedelta = THROUGHPUT_WINDOW) -> Th
 
 
 def state_counts() -> dict[str, Tally]:
-    """How many jobs are in each state (in STATE_ORDER): exact up to the bound, estimated beyond."""
-    return {state.value: count_rows(Job.objects.filter(state=state)) for state in STATE_ORDER}
+    """How many jobs are in each state (in STATE_ORDER): the live states' summed from the grouped count
+    the queue figures make (``_live_counts``, over every queue that has jobs), the finished states'
+    exact up to ``EXACT_COUNT_LIMIT`` (read from ``ojs_job_finished``) and estimated beyond."""
+    live: dict[str, list[Tally]] = {}
+    for (_, state), tally in _live_counts(queues_with_jobs()).items():
+        live.setdefault(state, []).append(tally)
+    counts = {}
+    for state in STATE_ORDER:
+        if state in TERMINAL:
+            counts[state.value] = count_rows(Job.objects.filter(state=state))
+        else:
+            tallies = live.get(state.value, [])
+            counts[state.value] = Tally(sum(t.value for t in tallies), all(t.exact for t in tallies),
+                                        at_least=any(t.at_least for t in tallies))
+    return counts
+
+
+def job_types(limit: int) -> list[str]:
+    """Every distinct job type (at most ``limit``), by a loose index scan: one probe of ``ojs_job_type`` per type."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    sql = (
+        f"WITH RECURSIVE types(type) AS ("
+        f" SELECT min(type) FROM {table}"
+        f" UNION ALL"
+        f" SELECT (SELECT min(type) FROM {table} WHERE type > types.type) FROM types WHERE types.type IS NOT NULL"
+        f") SELECT type FROM types WHERE type IS NOT NULL LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def queues_with_jobs() -> list[str]:
+    """Every queue some job is in, by loose index scans (one probe per queue) of the two indexes that
+    between them hold every job by queue: ``ojs_job_available`` and ``ojs_job_queue_state``."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    probes = []
+    for name, condition in (("waiting", "state = %s"), ("other", "state <> %s")):
+        probes.append(
+            f"{name}(queue) AS (SELECT MIN(queue) FROM {table} WHERE {condition}"
+            f" UNION ALL SELECT (SELECT MIN(queue) FROM {table} WHERE {condition} AND queue > {name}.queue)"
+            f" FROM {name} WHERE {name}.queue IS NOT NULL)"
+        )
+    sql = (
+        f"WITH RECURSIVE {', '.join(probes)} SELECT queue FROM waiting WHERE queue IS NOT NULL"
+        f" UNION SELECT queue FROM other WHERE queue IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [JobState.AVAILABLE.value] * 4)
+        return sorted(row[0] for row in cursor.fetchall())
 
 
 def _sample_start(state: JobState, since: dt.datetime, sample: int) -> dt.datetime | None:

@@ -16,6 +16,7 @@ from .types import ClaimOutcome, Lease, Settlement, TurnOutcome
 
 if TYPE_CHECKING:
     from ..models import Job
+    from .fairness import Turns
 
 
 class StepwiseEngine:
@@ -36,9 +37,11 @@ class StepwiseEngine:
         *,
         hold: bool,
         types: Sequence[str] | None = None,
+        turns: Turns | None = None,
     ) -> ClaimOutcome | None:
         """Claim from one queue (jobs of ``types`` only, when given); None when its claim is left to
-        the steps (a limited queue, this engine)."""
+        the steps (a limited queue, this engine). ``turns``: a fair queue's values served are gathered
+        there, for the caller to write, rather than written by the claim."""
         return None
 
     def turn(

@@ -15,8 +15,9 @@ Two kinds, two sources:
 - **Gauges** about the whole store (``ojs_queue_depth``, the oldest available
   job's age, the estimated time to drain a queue -- the signals to autoscale
   workers on --, workers by state, busy jobs) are read at scrape time with the
-  admin's bounded counts and throughput: exact up to 1,000 per queue and state, the
-  planner's estimate past that, never a full scan. ``ojs_dead_letter_jobs``
+  admin's counts and throughput: the live states' exact (one grouped statement over
+  their partial indexes), the finished states' exact up to 1,000 per queue and state and
+  the planner's estimate past that, never a full scan. ``ojs_dead_letter_jobs``
   counts the dead letter by queue, the same jobs as ``GET /ojs/v1/dead-letter/stats``
   (``core.stats.dead_letter_stats``: bounded by ``RETENTION["dead_letter_max_count"]``);
   plain discards are in ``ojs_queue_depth{state="discarded"}`` with the dead letters.
@@ -230,7 +231,7 @@ class StoreCollector:
         names = list(Queue.objects.order_by("name").values_list("name", flat=True)[:MAX_QUEUES])
         figures = queue_figures(names, now)
         counts = {(queue, state): tally for queue in names for state, tally in figures[queue].counts.items()}
-        depth = GaugeMetricFamily("ojs_queue_depth", "Jobs per queue and state (estimated past 1,000).",
+        depth = GaugeMetricFamily("ojs_queue_depth", "Jobs per queue and state (finished states estimated past 1,000).",
                                   labels=["queue", "state"])
         busy = GaugeMetricFamily("ojs_workers_busy", "Jobs executing now, per queue.", labels=["queue"])
         for (queue, state), tally in counts.items():

@@ -97,6 +97,19 @@ def test_the_queue_page_makes_a_queue_fair_and_refuses_a_key_that_is_no_path(adm
     assert Job.objects.get(queue="mail").fair_key == "acme"  # the waiting job takes its turn by its value
     assert "fair by meta.tenant" in admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
 
+    weighted = admin_client.post(url, {**form, "fairness_key": "meta.tenant", "fairness_weights": '{"acme": 3}',
+                                       "fairness_default_weight": "2"}, follow=True)
+    assert messages_of(weighted) == ["Configure mail: done."]
+    assert (Queue.objects.get(name="mail").fairness_weights, Queue.objects.get(name="mail").fairness_default_weight) == (
+        {"acme": 3}, 2)
+    assert admin_client.get(url).context["form"]["fairness_weights"].value() == '{"acme": 3}'
+    listing = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
+    assert "fair by meta.tenant (weights acme 3; others 2)" in listing
+    for bad, message in (("{acme: 3}", "must be a JSON object"), ('{"acme": 0}', "from 1 to 1000")):
+        refused = admin_client.post(url, {**form, "fairness_key": "meta.tenant", "fairness_weights": bad})
+        assert refused.status_code == 200 and message in refused.content.decode()
+    assert Queue.objects.get(name="mail").fairness_weights == {"acme": 3}  # unchanged
+
     refused = admin_client.post(url, {**form, "fairness_key": "tenant"})
     assert refused.status_code == 200 and "fairness_key must be null, meta.&lt;name&gt;" in refused.content.decode()
     assert Queue.objects.get(name="mail").fairness_key == "meta.tenant"  # unchanged

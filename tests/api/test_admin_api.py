@@ -134,6 +134,7 @@ def test_config_is_the_store_the_admins_queue_page_edits_both_ways(api, push, ad
     configuration = api.get(f"{ADMIN}/queues/mail").json()["configuration"]
     assert configuration == {"concurrency": 7, "rate_limit": None, "throttle": {"limit": 5, "period": "PT1S"},
                              "max_size": None, "overflow_policy": "reject", "fairness_key": None,
+                             "fairness_weights": {}, "fairness_default_weight": 1,
                              "retention": configuration["retention"]}
 def test_config_makes_a_queue_fair_and_its_waiting_jobs_take_turns(api, push):
     for tenant in ("big", "big", "big", "small"):
@@ -142,6 +143,18 @@ def test_config_makes_a_queue_fair_and_its_waiting_jobs_take_turns(api, push):
     assert body["configuration"]["fairness_key"] == "meta.tenant"
     assert [job.meta["tenant"] for job in Job.objects.fetch(["mail"], count=2)] == ["big", "small"]
     assert api.put(f"{ADMIN}/queues/mail/config", {"fairness_key": None}).json()["configuration"]["fairness_key"] is None
+
+
+def test_config_weighs_a_fair_queues_values(api, push):
+    for tenant in ("big",) * 4 + ("small",) * 2:
+        push(meta={"tenant": tenant}, options={"queue": "mail"})
+    body = api.put(f"{ADMIN}/queues/mail/config", {"fairness_key": "meta.tenant", "fairness_weights": {"big": 3},
+                                                    "fairness_default_weight": 1}).json()
+    assert (body["configuration"]["fairness_weights"], body["configuration"]["fairness_default_weight"]) == (
+        {"big": 3}, 1)
+    assert [job.meta["tenant"] for job in Job.objects.fetch(["mail"], count=5)] == ["big", "big", "big", "small", "big"]
+    cleared = api.put(f"{ADMIN}/queues/mail/config", {"fairness_weights": None}).json()["configuration"]
+    assert (cleared["fairness_key"], cleared["fairness_weights"]) == ("meta.tenant", {})
 
 
 def test_queues_carry_the_autoscaling_signals(api, push):
@@ -162,6 +175,9 @@ def test_queues_carry_the_autoscaling_signals(api, push):
     {"retention": {"completed": "P14D"}}, {"concurrency": -1}, {"concurrency": "many"}, {"max_size": 0},
     {"overflow_policy": "block"}, {"rate_limit": {"limit": "x"}}, {"unknown": 1},
     {"fairness_key": "tenant"}, {"fairness_key": 3}, {"fairness_key": "meta.a.b"},
+    {"fairness_weights": {"acme": 1.5}}, {"fairness_weights": {"acme": 0}}, {"fairness_weights": {"acme": "3"}},
+    {"fairness_weights": [3]}, {"fairness_weights": {f"t{i}": 1 for i in range(1001)}},
+    {"fairness_default_weight": 0}, {"fairness_default_weight": True},
 ])
 def test_a_config_the_store_cannot_keep_is_400_and_changes_nothing(api, push, body):
     push(options={"queue": "mail"})

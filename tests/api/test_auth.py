@@ -55,6 +55,8 @@ FORBIDDEN = [
     ("worker", "post", "/ojs/v1/jobs", {"type": "a", "args": []}),
     ("enqueue", "post", "/ojs/v1/workers/fetch", {"queues": ["default"]}),
     ("enqueue", "post", "/ojs/v1/workers/ack", {"job_id": UNKNOWN}),
+    ("enqueue", "post", "/ojs/v1/workers/ack/batch", {"acks": [{"job_id": UNKNOWN}]}),
+    ("read", "post", "/ojs/v1/workers/ack/batch", {"acks": [{"job_id": UNKNOWN}]}),
     ("enqueue", "post", "/ojs/v1/workers/heartbeat", {"worker_id": "w"}),
     ("enqueue", "delete", "/ojs/v1/cron/c", None),
     ("read", "post", "/ojs/v1/jobs", {"type": "a", "args": []}),

@@ -53,6 +53,7 @@ def endpoints(world: dict[str, str]) -> dict[str, str]:
         "activate": f"/ojs/v1/jobs/{world['pending']}/activate",
         "fetch": "/ojs/v1/workers/fetch",
         "ack": "/ojs/v1/workers/ack",
+        "ack-batch": "/ojs/v1/workers/ack/batch",
         "nack": "/ojs/v1/workers/nack",
         "heartbeat": "/ojs/v1/workers/heartbeat",
         "register": "/ojs/v1/workers/register",
@@ -74,8 +75,8 @@ def endpoints(world: dict[str, str]) -> dict[str, str]:
     }
 
 
-ENDPOINTS = ["push", "batch", "activate", "fetch", "ack", "nack", "heartbeat", "register", "deregister", "pause",
-             "resume", "retry", "cron", "reset", "admin-pause", "admin-resume", "admin-cancel", "admin-retry",
+ENDPOINTS = ["push", "batch", "activate", "fetch", "ack", "ack-batch", "nack", "heartbeat", "register", "deregister",
+             "pause", "resume", "retry", "cron", "reset", "admin-pause", "admin-resume", "admin-cancel", "admin-retry",
              "admin-bulk-retry", "admin-bulk-cancel", "admin-bulk-delete", "admin-quiet", "admin-maintenance"]
 
 
@@ -174,6 +175,9 @@ def bodies(world: dict[str, str]) -> dict[str, tuple[dict[str, Any], dict[str, s
                    "visibility_timeout_ms": "int|null"}),
         "ack": ({"job_id": world["active"], "worker_id": "w1", "attempt": 1, "result": {"ok": True}},
                 {"job_id": "", "worker_id": "str|null", "attempt": "int|null"}),
+        "ack-batch": ({"acks": [{"job_id": world["active"], "worker_id": "w1", "attempt": 1, "result": {"ok": True}}]},
+                      {"acks": "", "acks.0": "", "acks.0.job_id": "", "acks.0.worker_id": "str|null",
+                       "acks.0.attempt": "int|null"}),
         "nack": ({"job_id": world["active"], "worker_id": "w1", "requeue": False,
                   "error": {"code": "handler_error", "type": "E", "message": "m", "retryable": True,
                             "details": {"k": 1}, "backtrace": ["f"]}},
@@ -215,7 +219,7 @@ def with_value(body: Any, path: str, value: Any) -> Any:
     return copy
 
 
-FIELD_ENDPOINTS = ["push", "batch", "fetch", "ack", "nack", "heartbeat", "register", "deregister", "cron",
+FIELD_ENDPOINTS = ["push", "batch", "fetch", "ack", "ack-batch", "nack", "heartbeat", "register", "deregister", "cron",
                    "admin-bulk-retry", "admin-bulk-cancel", "admin-bulk-delete", "admin-maintenance"]
 
 

@@ -101,10 +101,11 @@ ENDPOINTS = [
     (jobs.PushView, "/ojs/v1/jobs"),
     (workers.FetchView, "/ojs/v1/workers/fetch"),
     (workers.AckView, "/ojs/v1/workers/ack"),
+    (workers.BatchAckView, "/ojs/v1/workers/ack/batch"),
 ]
 
 
-@pytest.mark.parametrize(("view_class", "path"), ENDPOINTS, ids=["push", "fetch", "ack"])
+@pytest.mark.parametrize(("view_class", "path"), ENDPOINTS, ids=["push", "fetch", "ack", "ack-batch"])
 @pytest.mark.parametrize(("case", "raw", "content_type", "headers"), ERRORS, ids=[e[0] for e in ERRORS])
 def test_each_error_is_the_same_on_both_paths(keys, view_class, path, case, raw, content_type, headers):
     lean, drf = both(view_class, path, raw=raw, content_type=content_type, key=keys["admin"], **headers)
@@ -114,7 +115,7 @@ def test_each_error_is_the_same_on_both_paths(keys, view_class, path, case, raw,
     assert not Job.objects.exists()
 
 
-@pytest.mark.parametrize(("view_class", "path"), ENDPOINTS, ids=["push", "fetch", "ack"])
+@pytest.mark.parametrize(("view_class", "path"), ENDPOINTS, ids=["push", "fetch", "ack", "ack-batch"])
 @pytest.mark.parametrize("who", ["no key", "bad scheme", "unknown key", "wrong scope", "read scope"])
 def test_auth_errors_are_the_same_on_both_paths(keys, view_class, path, who):
     wrong = "worker" if view_class is jobs.PushView else "enqueue"
@@ -131,7 +132,7 @@ def test_auth_errors_are_the_same_on_both_paths(keys, view_class, path, who):
 
 
 def test_a_body_over_the_limit_is_the_same_413(keys, settings):
-    settings.OJS = {**getattr(settings, "OJS", {}), "MAX_ENVELOPE_BYTES": 1024}
+    settings.OJS = {**getattr(settings, "OJS", {}), "MAX_ENVELOPE_BYTES": 1024, "MAX_BATCH_BYTES": 1024}
     for view_class, path in ENDPOINTS:
         lean, drf = both(view_class, path, {"type": "a", "args": ["x" * 2000]}, key=keys["admin"])
         assert lean[0] == 413 and lean[2]["error"]["details"] == {"max_size": 1024}

@@ -112,7 +112,8 @@ def test_queue_configuration_is_read_and_set_over_the_api(api):
     assert reply.status_code == 200
     config = api.get("/ojs/v1/queues/mail/config").json()["config"]
     assert config == {"concurrency": 5, "rate_limit": {"limit": 60, "period": "PT1M"}, "throttle": None,
-                      "max_size": 100, "overflow_policy": "reject", "fairness_key": None}
+                      "max_size": 100, "overflow_policy": "reject", "fairness_key": None,
+                      "fairness_weights": {}, "fairness_default_weight": 1}
     details = api.get("/ojs/v1/queues/mail").json()
     assert details["config"]["concurrency"] == 5 and details["stats"]["available"] == 0
     assert api.put("/ojs/v1/queues/mail/config", {"concurrency": None}).json()["config"]["concurrency"] is None

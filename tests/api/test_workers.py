@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_ojs.models import Job, Worker
+from django_ojs.models import Event, Job, Worker
 from django_ojs.protocol.states import WorkerState
 from tests.helpers import ago, reload, update
 
@@ -135,6 +135,91 @@ def test_ack_for_an_older_attempt_is_409(api, claim):
 def test_ack_validates_its_fields(api, body, field):
     response = api.post("/ojs/v1/workers/ack", body)
     assert (response.status_code, error_of(response)["details"]["field"]) == (400, field)
+
+
+# --- batch ACK (this server's extension) ----------------------------------------------------
+
+
+def ack_batch(api, *acks):
+    return api.post("/ojs/v1/workers/ack/batch", {"acks": list(acks)})
+
+
+def test_batch_ack_completes_each_job_with_its_result_and_event(api, claim):
+    first, second = claim("w1"), claim("w1")
+    response = ack_batch(api, {"job_id": str(first.id), "worker_id": "w1", "attempt": 1, "result": {"n": 1}},
+                         {"job_id": str(second.id), "worker_id": "w1", "attempt": 1})
+    assert response.status_code == 200
+    assert response.json() == {
+        "results": [{"job_id": str(first.id), "acknowledged": True, "state": "completed"},
+                    {"job_id": str(second.id), "acknowledged": True, "state": "completed"}],
+        "acknowledged": 2,
+        "refused": 0,
+    }
+    assert (reload(first).state, reload(first).result, reload(second).state, reload(second).result) == (
+        "completed", {"n": 1}, "completed", None)
+    for job in (first, second):
+        assert Event.objects.filter(job_id=job.id, type="job.completed").count() == 1
+
+
+def test_a_stale_ack_in_a_batch_is_refused_alone_with_the_error_a_single_ack_gets(api, claim, push):
+    held, stolen, waiting = claim("w1"), claim("owner"), push()
+    acks = [{"job_id": str(held.id), "worker_id": "w1"}, {"job_id": str(stolen.id), "worker_id": "w1"},
+            {"job_id": str(waiting.id)}, {"job_id": UNKNOWN}, {"job_id": str(held.id), "worker_id": "w1"}]
+    singles = {}
+    for index, ack in enumerate(acks[1:4], start=1):
+        single = api.post("/ojs/v1/workers/ack", ack)
+        singles[index] = (single.status_code, error_of(single))
+    body = ack_batch(api, *acks).json()
+    assert (body["acknowledged"], body["refused"]) == (1, 4)
+    assert [entry["acknowledged"] for entry in body["results"]] == [True, False, False, False, False]
+    for index, (status, error) in singles.items():
+        entry = body["results"][index]
+        assert entry["status"] == status
+        assert {name: entry["error"][name] for name in ("code", "message", "retryable", "details")} == {
+            name: error[name] for name in ("code", "message", "retryable", "details")}
+    # The same job named twice is completed once; the second is refused as a second ACK would be.
+    assert (body["results"][4]["status"], body["results"][4]["error"]["details"]["current_state"]) == (
+        409, "completed")
+    assert (reload(held).state, reload(stolen).state, reload(waiting).state) == ("completed", "active", "available")
+
+
+def test_batch_ack_moves_a_workflow_on_as_a_single_ack_does(api):
+    created = api.post("/ojs/v1/workflows", {"type": "chain", "steps": [
+        {"type": "step.one", "args": [], "options": {"queue": "wf-batch"}},
+        {"type": "step.two", "args": [], "options": {"queue": "wf-batch"}}]})
+    assert created.status_code == 201, created.json()
+    [first] = api.post("/ojs/v1/workers/fetch", {"queues": ["wf-batch"]}).json()["jobs"]
+    assert ack_batch(api, {"job_id": first["id"]}).json()["acknowledged"] == 1
+    [second] = api.post("/ojs/v1/workers/fetch", {"queues": ["wf-batch"]}).json()["jobs"]
+    assert second["type"] == "step.two"
+
+
+def test_batch_ack_beyond_its_bound_is_400_and_changes_nothing(api, claim, settings):
+    settings.OJS = {**settings.OJS, "MAX_FETCH_COUNT": 2}
+    jobs = [claim() for _ in range(3)]
+    response = ack_batch(api, *({"job_id": str(job.id)} for job in jobs))
+    assert response.status_code == 400
+    assert error_of(response)["details"] == {"field": "acks", "max_acks": 2, "count": 3}
+    assert {reload(job).state for job in jobs} == {"active"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({}, "acks"), ({"acks": []}, "acks"), ({"acks": {"job_id": UNKNOWN}}, "acks"), ({"acks": [5]}, "acks[0]"),
+     ({"acks": [{"job_id": UNKNOWN}, {}]}, "acks[1].job_id"),
+     ({"acks": [{"job_id": UNKNOWN}, {"job_id": "nope"}]}, "acks[1].job_id"),
+     ({"acks": [{"job_id": UNKNOWN, "attempt": 0}]}, "acks[0].attempt"),
+     ({"acks": [{"job_id": UNKNOWN, "worker_id": 5}]}, "acks[0].worker_id"),
+     ({"acks": [{"job_id": UNKNOWN, "result": "a\u0000b"}]}, "acks[0].result")],
+)
+def test_batch_ack_validates_each_ack_and_refuses_the_whole_request(api, claim, body, field):
+    job = claim()
+    if body.get("acks") and isinstance(body["acks"], list):
+        body = {"acks": [{"job_id": str(job.id)}, *body["acks"]]}
+        field = field.replace("acks[1]", "acks[2]").replace("acks[0]", "acks[1]")
+    response = api.post("/ojs/v1/workers/ack/batch", body)
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, field), error_of(response)
+    assert reload(job).state == "active"
 
 
 # --- NACK ---------------------------------------------------------------------------------

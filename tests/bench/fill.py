@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from django.db import connection, transaction
 
+from django_ojs.models import Job, JobError, StatsBucket
+
 QUEUES = ["default", "email", "billing", "reports", "webhooks", "images", "search-index", "critical"]
 TYPES = [
     "email.send", "email.digest", "billing.invoice.generate", "billing.charge", "reports.daily",
@@ -80,7 +82,28 @@ SELECT
     state = 'discarded' AND g %% 2 = 0
 FROM (
     SELECT g, t, r2, r3, created,
-        CASE
+        STATE_CASE AS state
+    FROM (
+        SELECT g, random() AS r1, random() AS r2, random() AS r3,
+               floor(30 * power(random(), 3))::int AS t,
+               CREATED AS created
+        FROM generate_series(%(first)s, %(last)s) g
+    ) raw
+) rows
+"""
+
+# Created steadily over the last DAYS days, newest last.
+_STEADY_CREATION = "now() - (%(n)s - g) * (interval '1 day' * %(days)s / %(n)s)"
+# The scale fill's finished jobs over the last DAYS days, the newest finishing about now (so the throughput
+# windows see a steady rate), then its waiting jobs, created over the last hour.
+_FINISHED_THEN_WAITING = (
+    "CASE WHEN g <= %(finished)s"
+    " THEN now() - interval '62 seconds' - (%(finished)s - g) * (interval '1 day' * %(days)s / %(finished)s)"
+    " ELSE now() - (%(n)s - g) * (interval '1 hour' / %(waiting)s) END"
+)
+
+# The realistic mix: most jobs finished, a backlog among the newest 5 %, a few of every other state.
+_MIXED_STATES = """CASE
             WHEN r1 < 0.0005 THEN 'active'
             WHEN g > %(n)s * 0.95 AND r1 < 0.6 THEN 'available'
             WHEN r1 < 0.03 THEN 'discarded'
@@ -89,15 +112,17 @@ FROM (
             WHEN r1 < 0.06 THEN 'retryable'
             WHEN r1 < 0.065 THEN 'pending'
             ELSE 'completed'
-        END AS state
-    FROM (
-        SELECT g, random() AS r1, random() AS r2, random() AS r3,
-               floor(30 * power(random(), 3))::int AS t,
-               now() - (%(n)s - g) * (interval '1 day' * %(days)s / %(n)s) AS created
-        FROM generate_series(%(first)s, %(last)s) g
-    ) raw
-) rows
-"""
+        END"""
+# The scale fill (``fill_scale``): the first ``finished`` rows finished, the newest ones waiting
+# (available, scheduled, retryable) but for about one in 2,000 held by a worker.
+_SPLIT_STATES = """CASE
+            WHEN g <= %(finished)s THEN
+                CASE WHEN r1 < 0.03 THEN 'discarded' WHEN r1 < 0.04 THEN 'cancelled' ELSE 'completed' END
+            WHEN r1 < 0.0005 THEN 'active'
+            WHEN r1 < 0.6 THEN 'available'
+            WHEN r1 < 0.85 THEN 'scheduled'
+            ELSE 'retryable'
+        END"""
 
 _FILL_ERRORS = """
 INSERT INTO django_ojs_joberror (job_id, attempt, type, code, message, backtrace, retryable, occurred_at)
@@ -129,24 +154,130 @@ FROM generate_series(0, %(workers)s - 1) w
 def fill(count: int, batch: int = 250_000) -> None:
     """Replace every job, error, worker and queue row with ``count`` generated jobs."""
     params = {"types": TYPES, "queues": QUEUES, "workers": WORKERS, "days": DAYS, "n": count}
+    jobs = _FILL_JOBS.replace("STATE_CASE", _MIXED_STATES).replace("CREATED", _STEADY_CREATION)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "TRUNCATE django_ojs_joberror, django_ojs_jobstep, django_ojs_job, django_ojs_worker, django_ojs_queue, "
-            "django_ojs_event RESTART IDENTITY"
-        )
+        _empty(cursor)
         cursor.execute("SELECT setseed(0.42)")
         for first in range(1, count + 1, batch):
-            cursor.execute(_FILL_JOBS, {**params, "first": first, "last": min(first + batch - 1, count)})
+            cursor.execute(jobs, {**params, "first": first, "last": min(first + batch - 1, count)})
         cursor.execute(_FILL_ERRORS)
-        cursor.execute(_FILL_WORKERS, params)
+        _fill_workers_and_queues(cursor, params)
+    _settle()
+
+
+def fill_scale(finished: int, waiting: int, batch: int = 500_000, report=print) -> None:
+    """Replace every job with ``finished`` finished ones (completed, a few percent discarded or cancelled)
+    over the last 7 days up to now, then ``waiting`` ones created over the last hour, waiting (available,
+    scheduled, retryable; about one in 2,000 active); with the statistics history those jobs leave, and
+    the dead letter capped as the reaper caps it.
+
+    Built for tens of millions of rows: the job and error tables' indexes are dropped, the rows inserted
+    in committed batches, then the indexes made again from their own definitions (the migrations'), as
+    a restore would; ``report`` hears each step and its progress.
+    """
+    count = finished + waiting
+    params = {"types": TYPES, "queues": QUEUES, "workers": WORKERS, "days": DAYS, "n": count,
+              "finished": finished, "waiting": max(waiting, 1)}
+    jobs = _FILL_JOBS.replace("STATE_CASE", _SPLIT_STATES).replace("CREATED", _FINISHED_THEN_WAITING)
+    with connection.cursor() as cursor:
+        _empty(cursor)
+        indexes = _drop_indexes(cursor, [Job._meta.db_table, JobError._meta.db_table])
+        cursor.execute("SELECT setseed(0.42)")
+        for first in range(1, count + 1, batch):
+            cursor.execute(jobs, {**params, "first": first, "last": min(first + batch - 1, count)})
+            report(f"  jobs {min(first + batch - 1, count):,} of {count:,}")
+        _cap_dead_letter(cursor)
+        cursor.execute(_FILL_ERRORS)
+        report("  errors written; making the indexes again")
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+        for name, definition in indexes:
+            cursor.execute(definition)
+            report(f"  index {name}")
+        cursor.execute("RESET maintenance_work_mem")
+        _fill_workers_and_queues(cursor, params)
+        _fill_history(cursor)
+        report("  statistics history written")
+    _settle()
+
+
+def _empty(cursor) -> None:
+    cursor.execute(
+        "TRUNCATE django_ojs_joberror, django_ojs_jobstep, django_ojs_job, django_ojs_worker, django_ojs_queue, "
+        "django_ojs_event RESTART IDENTITY"
+    )
+
+
+def _drop_indexes(cursor, tables: list[str]) -> list[tuple[str, str]]:
+    """Drop the tables' indexes but those behind a constraint (primary key, unique id); return
+    each one's name and the statement that makes it again."""
+    cursor.execute(
+        "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index "
+        "WHERE indrelid = ANY(%s::regclass[]) "
+        "AND indexrelid NOT IN (SELECT conindid FROM pg_constraint WHERE conindid <> 0)",
+        [tables],
+    )
+    indexes = cursor.fetchall()
+    for name, _ in indexes:
+        cursor.execute(f"DROP INDEX {name}")
+    return indexes
+
+
+def _cap_dead_letter(cursor) -> None:
+    """Keep the newest ``RETENTION["dead_letter_max_count"]`` dead letters, as the reaper does (it deletes
+    the older ones; here they stay as plain discards)."""
+    from django_ojs.conf import ojs_settings
+
+    cursor.execute(
+        "UPDATE django_ojs_job SET dead_letter = false WHERE dead_letter AND seq < ("
+        "SELECT seq FROM django_ojs_job WHERE dead_letter ORDER BY seq DESC OFFSET %s LIMIT 1)",
+        [ojs_settings.RETENTION["dead_letter_max_count"] - 1],
+    )
+
+
+def _fill_workers_and_queues(cursor, params: dict) -> None:
+    cursor.execute(_FILL_WORKERS, params)
+    cursor.execute(
+        "INSERT INTO django_ojs_queue (name, paused, paused_at, created_at, overflow_policy) "
+        "SELECT q, q = 'reports', CASE WHEN q = 'reports' THEN now() END, now() - interval '7 days', 'reject' "
+        "FROM unnest(%(queues)s::text[]) q",
+        params,
+    )
+
+
+def _fill_history(cursor) -> None:
+    """The hour buckets of every job's transitions (and minute buckets of the last two days), as the
+    reaper would have counted them, and the history's cursor at now."""
+    from django_ojs.core.history import HOUR, MINUTE
+
+    buckets = StatsBucket._meta.db_table
+    cursor.execute(f"TRUNCATE {buckets}")
+    for span, unit, since in ((HOUR, "hour", "-infinity"), (MINUTE, "minute", "2 days")):
+        after = "'-infinity'::timestamptz" if since == "-infinity" else f"date_trunc('minute', now()) - interval '{since}'"
         cursor.execute(
-            "INSERT INTO django_ojs_queue (name, paused, paused_at, created_at, overflow_policy) "
-            "SELECT q, q = 'reports', CASE WHEN q = 'reports' THEN now() END, now() - interval '7 days', 'reject' "
-            "FROM unnest(%(queues)s::text[]) q",
-            params,
+            f"""INSERT INTO {buckets} (span, start, queue, transition, count)
+                SELECT %s, date_trunc(%s, finished_at) b, queue, state, count(*) FROM django_ojs_job
+                WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at >= {after}
+                  AND finished_at < date_trunc(%s, now())
+                GROUP BY b, queue, state
+                UNION ALL
+                SELECT %s, date_trunc(%s, created_at) b, queue, 'enqueued', count(*) FROM django_ojs_job
+                WHERE created_at >= {after} AND created_at < date_trunc(%s, now())
+                GROUP BY b, queue""",
+            [span, unit, unit, span, unit, unit],
         )
+    cursor.execute("DELETE FROM django_ojs_historycursor")
+    cursor.execute(
+        "INSERT INTO django_ojs_historycursor (id, began_at, counted_through, rolled_through, marks) "
+        "SELECT 1, date_trunc('hour', min(created_at)), date_trunc('minute', now()), date_trunc('hour', now()), "
+        "jsonb_build_array(jsonb_build_array(to_char(now() - interval '1 minute', "
+        "'YYYY-MM-DD\"T\"HH24:MI:SSOF:00'), 0)) FROM django_ojs_job"
+    )
+
+
+def _settle() -> None:
     # Fresh statistics and visibility map, as autovacuum would leave a settled table.
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE django_ojs_job")
         cursor.execute("VACUUM ANALYZE django_ojs_joberror")
         cursor.execute("ANALYZE django_ojs_worker")
+        cursor.execute(f"ANALYZE {StatsBucket._meta.db_table}")

@@ -33,3 +33,7 @@ DEBUG = False
 if os.environ.get("OJS_BENCH_UNPREPARED"):
     # The hot statements unprepared, as before core/prepared.py: for A/B runs of the suite.
     OJS = {**OJS, "PREPARED_STATEMENTS": False}
+
+if os.environ.get("OJS_BENCH_EVENTS_OFF"):
+    # The event store off: for A/B runs that measure what events cost (tests/bench/ab.py events).
+    OJS = {**OJS, "EVENTS": False}

@@ -57,9 +57,13 @@ class Stage:
 @contextlib.contextmanager
 def bench_database(server_url: str, kind: str = "postgres") -> Iterator[Stage]:
     """A fresh ``ojs_bench_*`` database on ``server_url``'s server (or a temporary SQLite
-    file for ``kind="sqlite"``), migrated, Django set up on it; dropped after."""
+    file for ``kind="sqlite"``), migrated, Django set up on it; dropped after.
+
+    ``OJS_BENCH_DATABASE_PREFIX`` (``ojs_bench`` unless set; keep it starting so) names it
+    after its owner on a server several people share."""
     admin_url = urllib.parse.urlsplit(server_url)._replace(path="/postgres").geturl()
-    with fresh_database(kind, prefix="ojs_bench", admin_url=admin_url) as database_url:
+    prefix = os.environ.get("OJS_BENCH_DATABASE_PREFIX", "ojs_bench")
+    with fresh_database(kind, prefix=prefix, admin_url=admin_url) as database_url:
         stage = Stage(database_url)
         os.environ.update(DJANGO_SETTINGS_MODULE=SETTINGS, DATABASE_URL=database_url)
         import django

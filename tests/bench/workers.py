@@ -147,7 +147,7 @@ def run(context: Run) -> list[Figure]:
     for processes, concurrency in SHAPES:
         samples = rates[(processes, concurrency, "off")]
         noop = not context.job_cpu_ms
-        targets = ((Target("peer", ">=", 1.0), Target("floor", ">=", 0.6))
+        targets = ((Target("peer", ">=", 1.2), Target("floor", ">=", 0.6))
                    if (processes, concurrency) == (2, 10) and noop else ())
         figures.append(Figure(
             f"worker.{processes}x{concurrency}", f"ojs_worker {processes} × concurrency {concurrency}{work}",

@@ -43,15 +43,63 @@ def test_null_turns_fairness_off():
     assert fairness.parse_path(None) is None
 
 
+def turns(*specs: tuple[str, int, int]) -> list[fairness.Turn]:
+    return [fairness.Turn(key, weight, used) for key, weight, used in specs]
+
+
 @pytest.mark.parametrize(
-    ("keys", "count", "shares"),
+    ("waiting", "count", "slots"),
     [
-        (["a", "b"], 1, [("a", 1)]),
-        (["a", "b"], 5, [("a", 3), ("b", 2)]),
-        (["a", "b", "c"], 3, [("a", 1), ("b", 1), ("c", 1)]),
-        ([], 3, []),
-        (["a"], 0, []),
+        (turns(("a", 1, 0), ("b", 1, 0)), 1, ["a"]),
+        (turns(("a", 1, 0), ("b", 1, 0)), 5, ["a", "b", "a", "b", "a"]),
+        (turns(("a", 1, 0), ("b", 1, 0), ("c", 1, 0)), 3, ["a", "b", "c"]),
+        (turns(("acme", 3, 0), ("small", 1, 0)), 9, ["acme"] * 3 + ["small"] + ["acme"] * 3 + ["small", "acme"]),
+        # Two of acme's three used: one left in its round, then small's, then acme's next round.
+        (turns(("acme", 3, 2), ("small", 1, 0)), 4, ["acme", "small", "acme", "acme"]),
+        # A weight lowered below what the round used: one more claim, then the round ends.
+        (turns(("a", 2, 5), ("b", 1, 0)), 3, ["a", "b", "a"]),
+        (turns(), 3, []),
+        (turns(("a", 1, 0)), 0, []),
     ],
 )
-def test_round_robin_shares(keys, count, shares):
-    assert fairness.round_robin(keys, count) == shares
+def test_weighted_round_robin_slots(waiting, count, slots):
+    assert fairness.schedule(waiting, count) == slots
+
+
+def test_slots_go_on_from_what_the_claim_took():
+    assert fairness.schedule(turns(("a", 2, 0), ("b", 1, 0)), 3, {"a": 2, "b": 1}) == ["a", "a", "b"]
+    assert fairness.schedule(turns(("a", 2, 0), ("b", 1, 0)), 2, {"a": 1}) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("waiting", "got", "used", "ended"),
+    [
+        (turns(("a", 1, 0), ("b", 1, 0)), {"a": 2, "b": 1}, {"a": 0, "b": 0}, ["b", "a"]),
+        (turns(("acme", 3, 0), ("small", 1, 0)), {"acme": 1}, {"acme": 1}, []),
+        (turns(("acme", 3, 2), ("small", 1, 0)), {"acme": 1, "small": 1}, {"acme": 0, "small": 0}, ["acme", "small"]),
+        (turns(("acme", 3, 0), ("small", 1, 0)), {"acme": 5, "small": 2}, {"acme": 2, "small": 0}, ["acme", "small"]),
+        (turns(("acme", 3, 0), ("small", 1, 0)), {"acme": 6, "small": 1}, {"acme": 0, "small": 0}, ["small", "acme"]),
+    ],
+)
+def test_what_a_claim_leaves_for_the_next(waiting, got, used, ended):
+    assert fairness.advance(waiting, got) == (used, ended)
+
+
+@pytest.mark.parametrize("weights", [
+    [], "acme=3", {"acme": 0}, {"acme": -1}, {"acme": 1.5}, {"acme": "3"}, {"acme": True},
+    {"acme": fairness.MAX_WEIGHT + 1}, {"x" * 256: 1}, {f"t{i}": 1 for i in range(fairness.MAX_WEIGHTED_VALUES + 1)},
+])
+def test_bad_weights_are_refused_with_the_field(weights):
+    with pytest.raises(InvalidRequest) as refused:
+        fairness.parse_weights(weights)
+    assert refused.value.details["field"].startswith("fairness_weights")
+
+
+def test_weights_accepted():
+    assert fairness.parse_weights({"small": 1, "acme": 3}) == {"acme": 3, "small": 1}
+    assert fairness.parse_weights(None) == {}
+    assert fairness.parse_default_weight(None) == 1
+    assert fairness.parse_default_weight(2) == 2
+    for bad in (0, "2", 2.0, False):
+        with pytest.raises(InvalidRequest):
+            fairness.parse_default_weight(bad)

@@ -109,13 +109,20 @@ def claiming_ctes(*, gate: str, listening: bool, typed: bool = False) -> str:
         "verdict AS (SELECT"
         " coalesce(bool_and(rate_key IS NULL AND (expires_at IS NULL OR expires_at > CURRENT_TIMESTAMP)), true)"
         " AS plain FROM candidates), "
-        f"claimed AS (UPDATE {job_table} j SET state = %(active)s, attempt = j.attempt + 1,"
+        f"{claimed_cte()}{logged}"
+    )
+
+
+def claimed_cte() -> str:
+    """``claimed``: the ``candidates`` made active for ``%(worker)s`` -- an attempt charged, the
+    lease and deadline from now -- when ``verdict`` says they are plain; the fair statement's too."""
+    return (
+        f"claimed AS (UPDATE {Job._meta.db_table} j SET state = %(active)s, attempt = j.attempt + 1,"
         " started_at = CURRENT_TIMESTAMP, worker_id = %(worker)s,"
         " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
         f" WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND j.state IN {LIVE_SQL}"
         " AND (SELECT plain FROM verdict) RETURNING j.*)"
-        f"{logged}"
     )
 
 

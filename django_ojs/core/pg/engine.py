@@ -19,16 +19,17 @@ from ...conf import ojs_settings
 from ...models import Job
 from ...protocol.envelope import JobSpec
 from ...protocol.states import Move
+from ..fairness import Turns
 from ..queue_settings import register_queues, settings_of
 from ..refusal import refusal
 from ..stepwise import StepwiseEngine
 from ..types import ClaimOutcome, Lease, Settlement, TurnOutcome
-from . import claim, events, push, settle, turn
+from . import claim, events, fair_claim, push, settle, turn
 
 
 def one_statement(queue: str) -> bool:
-    """Can one statement claim from ``queue``? Not when a rate or concurrency limit, or fairness
-    (``core/fairness.py``), must decide row by row: those claims take the steps."""
+    """Can ``pg/claim.py``'s statement claim from ``queue``? Not when a rate or concurrency limit must
+    decide row by row (those claims take the steps), nor for a fair queue (``pg/fair_claim.py``'s)."""
     configured = settings_of(queue)
     return configured.limit is None and configured.fairness_key is None
 
@@ -68,7 +69,12 @@ class PostgresEngine(StepwiseEngine):
         *,
         hold: bool,
         types: Sequence[str] | None = None,
+        turns: Turns | None = None,
     ) -> ClaimOutcome | None:
+        configured = settings_of(queue)
+        if configured.limit is None and configured.fairness_key is not None:
+            return fair_claim.claim(queue, count, worker_id, visibility_timeout, configured,
+                                    hold=hold, types=types, turns=turns)
         if not one_statement(queue):
             return None
         return claim.claim(queue, count, worker_id, visibility_timeout, hold=hold, types=types)

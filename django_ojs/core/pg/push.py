@@ -4,10 +4,11 @@ Stepwise twin: ``core.push.push_many``'s transaction. It stores jobs in steps: r
 taken ids, bound the queues, insert through ``bulk_create``, record the
 events -- a round trip and an ORM compilation each, and ``bulk_create``'s
 per-field SQL compilation for every row. For plain jobs one statement does
-it all: the rows travel as one JSON array, ``jsonb_populate_recordset``
-turns it into rows of the job table, the INSERT reads the clock itself
-(``CURRENT_TIMESTAMP``) and returns ``seq``, and a CTE records each job's
-``job.enqueued`` event from the inserted rows.
+it all: the batch travels column by column, a column the jobs share as one
+value and a column that differs as one array (``unnest`` zips the arrays
+into rows, as pgqueuer and COPY-less bulk loaders do), the INSERT reads the
+clock itself (``CURRENT_TIMESTAMP``) and returns ``seq``, and a CTE records
+each job's ``job.enqueued`` event from the inserted rows.
 
 A plain job is available at once (not pending, not scheduled), holds no
 unique key, has no relative time to resolve against the database clock and
@@ -63,26 +64,26 @@ def insert(specs: Sequence[JobSpec]) -> list[Job]:
     """Store plain jobs (``is_plain``) in one statement; return them as stored, in order.
 
     The rows are built from the specs, not from model instances: a row
-    carries only the columns a spec sets (``job_columns.SPEC_COLUMNS``) that are
-    not NULL; the others every plain job shares (``_Shape.fixed``), sent once.
-    The returned jobs are made from the same values after the insert, with
-    ``seq`` and the clock from its RETURNING rows.
+    carries only the columns a spec sets (``job_columns.SPEC_COLUMNS``); the
+    others every plain job shares (``_Shape.fixed``), sent once. Of the spec
+    columns, those the batch's jobs share go as one parameter, the others
+    as one array each (``_by_column``). The returned jobs are made from the
+    same values after the insert, with ``seq`` and the clock from its
+    RETURNING rows.
     """
     shape = _shape(Job)
     defaults = job_columns.Defaults.from_settings()
-    values = [job_columns.spec_columns(spec, defaults, spec.expires_at) for spec in specs]  # type: ignore[arg-type]
-    if len(values) == 1:
-        # One job (``enqueue``): its columns as parameters of a VALUES row,
-        # which plans and runs in a fraction of the JSON form's time.
-        params = [*shape.params_of(values[0]), *shape.fixed_params]
-    else:
-        shared, rows = _json_rows(specs, values)
-        params = [*shape.fixed_params, json.dumps(rows), json.dumps(shared)]
+    fair_paths: dict[str, str | None] = {}  # each queue's fairness key, looked up once a batch
+    values = [job_columns.spec_columns(spec, defaults, spec.expires_at, fair_paths)  # type: ignore[arg-type]
+              for spec in specs]
+    forms, shared, arrays = _by_column(specs, values, shape)
+    # In the statement's order: the SELECT list's values, then the arrays unnest reads.
+    params = [*shared, *arrays]
     listening = signals.wanted()
-    sql = shape.sql(ojs_settings.EVENTS, listening, one=len(values) == 1)
-    # The one-job statement is prepared; a batch's JSON form plans in a sliver
-    # of the time its rows take.
-    with (prepared.cursor(connection) if len(values) == 1 else connection.cursor()) as cursor:
+    sql = shape.sql(ojs_settings.EVENTS, listening, forms)
+    # Prepared: a batch's statement is the same for every batch of the same
+    # columns (and one job's for every job), so PostgreSQL plans it once.
+    with prepared.cursor(connection) as cursor:
         cursor.execute(sql, params)
         if listening:
             # A row per job with its event beside it, for the receivers after
@@ -93,7 +94,7 @@ def insert(specs: Sequence[JobSpec]) -> list[Job]:
         else:
             created_at, seqs, ids = cursor.fetchone()
             signals.count_after_commit("job.enqueued", [(columns["queue"], columns["type"]) for columns in values])
-    # The statement inserts in the rows' order (ORDER BY e.n), so seqs follow
+    # The statement inserts in the rows' order (ORDER BY n), so seqs follow
     # the jobs' order; each is still matched by id, which costs nothing and
     # depends on no planner detail.
     seq_of = dict(zip(ids, seqs, strict=True))
@@ -106,35 +107,60 @@ _SCALARS = frozenset({str, int, bool, dt.timedelta, dt.datetime, uuid.UUID})
 _CONTAINERS = frozenset({list, dict})
 
 
-def _json_rows(specs: Sequence[JobSpec], values: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The batch as ``jsonb_populate_record`` reads it: the first job's columns, and per job what differs.
+# How a spec column travels (``_by_column``): one array for the batch, one parameter, or
+# a literal the statement holds (NULL, an empty JSON container): no parameter at all.
+EACH, ONE = "each", "one"
+_EMPTY_LITERALS: dict[type, str] = {list: "'[]'", dict: "'{}'"}
 
-    A batch's jobs mostly share every column but their id and args: each
-    row carries only those (a NULL as JSON null), on top of the shared
-    object, so the JSON to write and to read is a fraction of the rows'.
+
+def _by_column(
+    specs: Sequence[JobSpec], values: list[dict[str, Any]], shape: _Shape
+) -> tuple[tuple[str, ...], list[Any], list[list[Any]]]:
+    """How each spec column travels (``EACH``, ``ONE`` or a literal), in ``SPEC_COLUMNS`` order; the
+    value of each ``ONE`` column and the array of each ``EACH`` one.
+
+    A batch's jobs mostly share every column but their id and args: the
+    statement then reads two arrays and a handful of single values, not a
+    value per column per job. A shared NULL or empty container is a literal
+    of the statement, not a parameter: a plain job's are most of its
+    columns, so a single enqueue sends a third of them.
     """
-    encoded: dict[Any, Any] = {}  # durations and datetimes, most of them shared by the batch
     first, first_retry = values[0], specs[0].retry
-    shared = {name: _json(value, encoded) for name, value in first.items() if value is not None}
-    rows = []
-    for spec, columns in zip(specs, values, strict=True):
-        row = {}
-        for name, value in columns.items():
-            base = first[name]
-            if value is base:
-                continue
-            kind = type(value)
-            if name == "retry":
-                # Equal policies store equal dicts; a batch's jobs mostly share the one object.
-                if spec.retry is first_retry or spec.retry == first_retry:
+    forms = []
+    shared: list[Any] = []
+    arrays: list[list[Any]] = []
+    for name, jsonb in zip(job_columns.SPEC_COLUMNS, shape.jsonb, strict=True):
+        base = first[name]
+        kind = type(base)
+        differs = False
+        if name == "id":
+            differs = len(values) > 1
+        elif name == "retry":
+            # Equal policies store equal dicts; a batch's jobs mostly share the one object.
+            differs = any(spec.retry is not first_retry and spec.retry != first_retry for spec in specs)
+        else:
+            for columns in values:
+                value = columns[name]
+                if value is base:
                     continue
-            elif kind is type(base) and (
-                (kind in _SCALARS and value == base) or (kind in _CONTAINERS and not value and not base)
-            ):
-                continue
-            row[name] = _json(value, encoded)
-        rows.append(row)
-    return shared, rows
+                if type(value) is kind and (
+                    (kind in _SCALARS and value == base) or (kind in _CONTAINERS and not value and not base)
+                ):
+                    continue
+                differs = True
+                break
+        if differs:
+            forms.append(EACH)
+            arrays.append([_jsonb_text(columns[name]) for columns in values] if jsonb
+                          else [columns[name] for columns in values])
+        elif base is None:
+            forms.append("NULL")
+        elif jsonb and not base and kind in _EMPTY_LITERALS:
+            forms.append(_EMPTY_LITERALS[kind])
+        else:
+            forms.append(ONE)
+            shared.append(_jsonb_text(base) if jsonb else base)
+    return tuple(forms), shared, arrays
 
 
 # Most of a plain job's JSON columns are empty (args, meta, tags, extra...): their text needs no encoder.
@@ -148,17 +174,6 @@ def _jsonb_text(value: Any) -> str | None:
     if not value and type(value) in _EMPTY_JSON:
         return _EMPTY_JSON[type(value)]
     return json.dumps(value)
-
-
-def _json(value: Any, encoded: dict[Any, Any]) -> Any:
-    if isinstance(value, (dt.timedelta, dt.datetime)):
-        text = encoded.get(value)
-        if text is None:
-            text = encoded[value] = _json_value(value)
-        return text
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value
 
 
 class _Shape:
@@ -178,40 +193,45 @@ class _Shape:
         assert all(isinstance(v, (type(None), int, str)) for v in self.fixed.values()), self.fixed
         self.attnames = [f.attname for f in model._meta.concrete_fields]
         quote = connection.ops.quote_name  # "unique" is a reserved word
-        table = model._meta.db_table
+        self.table = model._meta.db_table
         # NULL columns are left to the INSERT's column list: they are NULL without being named.
         given = [name for name, value in self.fixed.items() if value is not None]
-        self.fixed_params = [self.fixed[name] for name in given]
         chosen = [*job_columns.SPEC_COLUMNS, *_CLOCK_COLUMNS, *given]
-        self._jsonb = [_db_type(model, c, connection) == "jsonb" for c in job_columns.SPEC_COLUMNS]
-        rest = [*("CURRENT_TIMESTAMP" for _ in _CLOCK_COLUMNS), *(f"%s::{_db_type(model, c, connection)}" for c in given)]
-        into = f"WITH inserted AS (INSERT INTO {table} ({', '.join(quote(c) for c in chosen)}) "
-        returning = " RETURNING seq, id, created_at, type, queue, state, attempt, priority)"
-        picked = [_from_row(c, _db_type(model, c, connection), quote) for c in job_columns.SPEC_COLUMNS]
-        # e: each job's differences (``_json_rows``); s: the shared columns, read once.
-        many = (
-            f"SELECT {', '.join([*picked, *rest])} FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(value, n), "
-            f"jsonb_populate_record(NULL::{table}, %s::jsonb) AS s ORDER BY e.n"
+        self.db_types = [_db_type(model, c, connection) for c in job_columns.SPEC_COLUMNS]
+        self.jsonb = [db_type == "jsonb" for db_type in self.db_types]
+        # The fixed values are the model's: literals of the statement, not parameters.
+        self._rest = [*("CURRENT_TIMESTAMP" for _ in _CLOCK_COLUMNS),
+                      *(f"{_literal(self.fixed[c])}::{_db_type(model, c, connection)}" for c in given)]
+        self._into = f"WITH inserted AS (INSERT INTO {self.table} ({', '.join(quote(c) for c in chosen)}) "
+        self._returning = " RETURNING seq, id, created_at, type, queue, state, attempt, priority)"
+        self._sql: dict[tuple[bool, bool, tuple[str, ...]], str] = {}
+
+    def _insert(self, forms: tuple[str, ...]) -> str:
+        """The INSERT: shared columns as ``%s`` values or literals, differing ones from ``unnest`` of
+        their arrays, in order (``_by_column``)."""
+        arrays, picked = [], []
+        for index, (form, db_type) in enumerate(zip(forms, self.db_types, strict=True)):
+            if form == EACH:
+                arrays.append(f"%s::{db_type}[]")
+                picked.append(f"r.c{index}")
+            else:
+                picked.append(f"{'%s' if form == ONE else form}::{db_type}")
+        if not arrays:
+            # One job (``enqueue``), or a batch of one.
+            return f"{self._into}VALUES ({', '.join([*picked, *self._rest])}){self._returning}"
+        names = ", ".join(f"c{index}" for index, form in enumerate(forms) if form == EACH)
+        return (
+            f"{self._into}SELECT {', '.join([*picked, *self._rest])} FROM unnest({', '.join(arrays)})"
+            f" WITH ORDINALITY AS r({names}, n) ORDER BY r.n{self._returning}"
         )
-        one = f"VALUES ({', '.join([*(f'%s::{_db_type(model, c, connection)}' for c in job_columns.SPEC_COLUMNS), *rest])})"
-        self._insert = {False: into + many + returning, True: into + one + returning}
-        self._sql: dict[tuple[bool, bool, bool], str] = {}
 
-    def params_of(self, columns: dict[str, Any]) -> list[Any]:
-        """One job's spec columns as the VALUES row's parameters."""
-        encoded: dict[Any, Any] = {}
-        return [
-            _jsonb_text(columns[name]) if jsonb else _json(columns[name], encoded)
-            for name, jsonb in zip(job_columns.SPEC_COLUMNS, self._jsonb, strict=True)
-        ]
-
-    def sql(self, with_events: bool, listening: bool, *, one: bool) -> str:
+    def sql(self, with_events: bool, listening: bool, forms: tuple[str, ...]) -> str:
         """The statement; ``listening``: it also returns each job's event (``events.logged_cte``)."""
-        key = (with_events, listening, one)
+        key = (with_events, listening, forms)
         sql = self._sql.get(key)
         if sql is None:
             # job.enqueued, as core/push.py's push_event writes it, from the inserted rows.
-            sql = self._insert[one] + events.logged_cte(
+            sql = self._insert(forms) + events.logged_cte(
                 "inserted j", kind="'job.enqueued'", time="CURRENT_TIMESTAMP",
                 data="jsonb_build_object('priority', j.priority)", listening=listening,
             )
@@ -245,30 +265,15 @@ def _shape(model: Any) -> _Shape:
     return shape
 
 
+def _literal(value: int | str) -> str:
+    """A fixed column's default as SQL: an integer, a boolean or a string (quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def _db_type(model: Any, attname: str, connection: Any) -> str:
     """The column's type without its length: a cast to varchar(n) would cut a value the INSERT must refuse."""
     return re.sub(r"\(.*\)", "", model._meta.get_field(attname).cast_db_type(connection))
-
-
-def _from_row(column: str, db_type: str, quote: Any) -> str:
-    """The column from the job's row ``e.value`` if it names it (JSON null: NULL), else the shared ``s``.
-
-    Read key by key with a cast: a third of the time ``jsonb_populate_record``
-    spent filling all 40 columns of each row.
-    """
-    if db_type == "jsonb":
-        value = f"nullif(e.value -> '{column}', 'null'::jsonb)"
-    else:
-        value = f"(e.value ->> '{column}')::{db_type}"
-    return f"CASE WHEN e.value ? '{column}' THEN {value} ELSE s.{quote(column)} END"
-
-
-def _json_value(value: Any) -> Any:
-    """A column value as ``jsonb_populate_recordset`` reads it back into its column type."""
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return f"{value.days} days {value.seconds}.{value.microseconds:06d} seconds"
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value

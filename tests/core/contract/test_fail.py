@@ -235,6 +235,21 @@ def test_a_failure_that_ends_the_job_early_says_why_and_what_it_is_kept_as(claim
 
 # Logged once the transaction commits: the test commits.
 @pytest.mark.django_db(transaction=True)
+def test_a_long_message_is_cut_in_the_log_line_and_kept_whole_on_the_job(claim, caplog):
+    """A message of kilobytes (a response body) makes a log line of at most 500 of its characters,
+    saying how long it was; the job's error keeps all of it."""
+    caplog.set_level(logging.INFO, logger="django_ojs.jobs")
+    job = claim("w1", options={"retry": {**NO_JITTER, "max_attempts": 2}})
+    message = "upstream said: " + "x" * 5000
+    retrying = fail(job, "ValueError", message=message)
+    [(_, line)] = fate_lines(caplog)
+    assert f"failed: ValueError: {message[:500]}… (5,015 characters; the whole message is in the job's errors); retry at" in line
+    assert len(line) < 700
+    assert reload(retrying).error["message"] == message
+
+
+# Logged once the transaction commits: the test commits.
+@pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_failure_logs_nothing(claim, caplog):
     caplog.set_level(logging.INFO, logger="django_ojs.jobs")
     job = claim("w1")

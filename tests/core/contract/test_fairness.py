@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections import Counter
 
 import pytest
@@ -151,3 +152,72 @@ def test_concurrent_fair_claims_across_two_fair_queues_take_each_job_once_and_ne
     race([functools.partial(worker, ["one", "two"] if i % 2 else ["two", "one"]) for i in range(6)])
     assert len(claimed) == len(set(claimed)) == 120
     assert not Job.objects.filter(state="available").exists()
+
+
+def weigh(queue: str = "shared", **config) -> None:
+    queue_config.update(queue, queue_config.parse_config({"fairness_key": "meta.tenant", **config}, queue))
+
+
+def test_a_value_of_weight_w_takes_up_to_w_claims_a_round(push):
+    weigh(fairness_weights={"acme": 3})
+    push_for(push, "acme", 20)
+    push_for(push, "small", 5)
+    one_by_one = [Job.objects.fetch(["shared"])[0] for _ in range(5)]
+    assert tenants_of(one_by_one) == ["acme", "acme", "acme", "small", "acme"]
+    # Two of acme's round left, then small's turn, then acme's next round; in claim order.
+    assert tenants_of(Job.objects.fetch(["shared"], count=8)) == (
+        ["acme", "acme", "small", "acme", "acme", "acme", "small", "acme"])
+    assert {row.fair_key: row.used for row in FairTurn.objects.filter(queue="shared")} == {"acme": 1, "small": 0}
+
+
+def test_the_default_weight_counts_for_every_value_not_named(push):
+    weigh(fairness_weights={"small": 1}, fairness_default_weight=2)
+    for tenant in ("a", "small"):
+        push_for(push, tenant, 6)
+    assert tenants_of(Job.objects.fetch(["shared"], count=6)) == ["a", "a", "small", "a", "a", "small"]
+
+
+def test_a_short_value_passes_its_weighted_share_on(push):
+    weigh(fairness_weights={"acme": 3, "tiny": 5})
+    push_for(push, "acme", 10)
+    push_for(push, "tiny", 2)
+    claimed = Job.objects.fetch(["shared"], count=7)
+    assert Counter(tenants_of(claimed)) == {"acme": 5, "tiny": 2}
+
+
+@pytest.mark.postgres
+def test_six_concurrent_claimers_of_one_weighted_queue_take_each_job_once_and_keep_the_bound(transactional_db, spec):
+    weigh(fairness_weights={"big": 3})
+    Job.objects.push_many([spec(args=[i], meta={"tenant": "big"}, options={"queue": "shared"}) for i in range(120)])
+    Job.objects.push_many([spec(args=[i], meta={"tenant": "small"}, options={"queue": "shared"}) for i in range(10)])
+    claimed: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while jobs := Job.objects.fetch(["shared"], count=2):
+            with lock:
+                claimed.extend((str(job.id), job.meta["tenant"]) for job in jobs)
+
+    race([worker for _ in range(6)])
+    assert len(claimed) == len({job_id for job_id, _ in claimed}) == 130
+    last_small = max(index for index, (_, tenant) in enumerate(claimed) if tenant == "small")
+    big_before = sum(1 for _, tenant in claimed[:last_small] if tenant == "big")
+    # Three big per small, give or take the claims of the six in flight (two jobs each, a round of three).
+    assert big_before <= 3 * 10 + 6 * 2 * 3, claimed
+
+
+@pytest.mark.postgres
+def test_six_concurrent_claimers_meeting_new_values_take_each_job_once_and_never_deadlock(transactional_db, spec):
+    weigh(fairness_weights={"t0": 2, "t5": 3})
+    Job.objects.push_many([spec(args=[i], meta={"tenant": f"t{t}"}, options={"queue": "shared"})
+                           for i in range(10) for t in range(12)])
+    claimed: list[str] = []
+
+    def worker() -> None:
+        # Every claim meets values no claim has served yet: their turns' rows are inserted concurrently.
+        while jobs := Job.objects.fetch(["shared"], count=3):
+            claimed.extend(str(job.id) for job in jobs)
+
+    race([worker for _ in range(6)])
+    assert len(claimed) == len(set(claimed)) == 120
+    assert FairTurn.objects.filter(queue="shared").count() == 12

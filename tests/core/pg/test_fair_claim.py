@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import statistics
 import time
@@ -14,6 +16,7 @@ import time
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_ojs.core import queue_settings
 from django_ojs.models import Job, Queue
@@ -24,6 +27,12 @@ from .test_query_plans import BACKLOG, fill, plan_of, seq_scans
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 TWO_TENANTS = "CASE WHEN g <= 100 THEN 'small' ELSE 'big' END"
+
+
+@pytest.fixture
+def one_statement(settings):
+    """The PostgreSQL engine's statements, whatever ``OJS_TEST_ENGINE`` says."""
+    settings.OJS = {**getattr(settings, "OJS", {}), "ONE_STATEMENT_PATHS": True}
 
 
 def make_fair(queue: str = "plans") -> None:
@@ -38,7 +47,8 @@ def statements_of(operation) -> list[str]:
     return [q["sql"] for q in queries.captured_queries]
 
 
-def test_the_fair_claim_reads_the_fair_index_and_no_backlog():
+def test_the_stepwise_fair_claim_reads_the_fair_index_and_no_backlog(settings):
+    settings.OJS = {**getattr(settings, "OJS", {}), "ONE_STATEMENT_PATHS": False}
     fill("available", BACKLOG, fair_key=TWO_TENANTS)
     fill("completed", BACKLOG, finished_at="now()", fair_key=TWO_TENANTS)
     make_fair()
@@ -104,3 +114,101 @@ def test_opt_in_claim_cost_on_a_hundred_thousand_waiting_jobs():
         claim_micros(f"fair{tenants}", 20)
         print(f"fair queue, 100,000 waiting, {tenants} values, FETCH 10, p50 µs: "
               f"{round(statistics.median(claim_micros(f'fair{tenants}', 500)))}")
+
+
+def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns(one_statement):
+    from django_ojs.core import queue_config
+    from django_ojs.models import FairTurn
+
+    queue_config.update("plans", queue_config.parse_config(
+        {"fairness_key": "meta.tenant", "fairness_weights": {"acme": 3}}, "plans"))
+    fill("available", 20, fair_key="CASE WHEN g <= 10 THEN 'acme' ELSE 'small' END")
+    # Long past: no job pushed under an older configuration left to mend.
+    Queue.objects.filter(name="plans").update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    queue_settings.forget()
+    # The first claim after the change mends its stragglers once, then claims in its statement.
+    tenants = [job.fair_key for job in Job.objects.fetch(["plans"], count=1)]
+    for count in (4, 3):
+        statements = statements_of(lambda count=count: tenants.extend(
+            job.fair_key for job in Job.objects.fetch(["plans"], count=count)))
+        assert len(statements) == 1, statements
+    assert tenants == ["acme", "acme", "acme", "small", "acme", "acme", "acme", "small"]
+    turns = {row.fair_key: (row.turn, row.used) for row in FairTurn.objects.filter(queue="plans")}
+    assert turns == {"acme": (3, 0), "small": (4, 0)}
+
+
+def server_micros(statements: list[str]) -> tuple[float, float]:
+    """The statements of one claim replayed under EXPLAIN ANALYZE in a transaction rolled back:
+    the server's execution and planning time, in µs, summed."""
+    executing = planning = 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        try:
+            for sql in statements:
+                if not sql.lstrip().upper().startswith(("WITH", "SELECT", "UPDATE", "INSERT", "DELETE")):
+                    continue  # BEGIN, COMMIT, SAVEPOINT ...
+                cursor.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + sql.replace("%%", "%"))
+                report = cursor.fetchone()[0]
+                report = (report if isinstance(report, list) else json.loads(report))[0]
+                executing += report["Execution Time"] * 1000
+                planning += report["Planning Time"] * 1000
+        finally:
+            cursor.execute("ROLLBACK")
+    return executing, planning
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("OJS_FAIRNESS_BENCH"), reason="opt-in: OJS_FAIRNESS_BENCH=1 (prints figures)")
+def test_opt_in_the_fair_statement_against_the_steps(settings):
+    """FETCH 10 of a fair queue on 100,000 waiting jobs, 2 and 100 values, stepwise and in one statement,
+    alternated in one run: wall time, statements, and the server's time per claim (EXPLAIN ANALYZE).
+    The event store off: the steps' events carry their ids, which a replay could not insert again."""
+    base = {**getattr(settings, "OJS", {}), "EVENTS": False}
+    for tenants, expression in ((2, TWO_TENANTS), (100, "'t' || (g %% 100)")):
+        queue = f"fair{tenants}"
+        fill("available", 100_000, queue=queue, fair_key=expression)
+        Queue.objects.update_or_create(name=queue, defaults={"fairness_key": "meta.tenant",
+                                                               "updated_at": timezone.now() - dt.timedelta(hours=1)})
+        figures: dict[str, dict[str, list[float]]] = {}
+        for _ in range(3):  # alternated, so drift in the machine's load falls on both alike
+            for mode, one_statement in (("steps", False), ("statement", True)):
+                settings.OJS = {**base, "ONE_STATEMENT_PATHS": one_statement}
+                queue_settings.forget()
+                claim_micros(queue, 10)  # warm up
+                runs = figures.setdefault(mode, {"wall": [], "statements": [], "exec": [], "plan": []})
+                runs["wall"] += claim_micros(queue, 100)
+                for _ in range(20):
+                    statements = statements_of(lambda queue=queue: Job.objects.fetch([queue], count=10))
+                    executing, planning = server_micros(statements)
+                    runs["statements"].append(len(statements))
+                    runs["exec"].append(executing)
+                    runs["plan"].append(planning)
+        for mode, runs in figures.items():
+            print(f"\nfair queue, 100,000 waiting, {tenants} values, FETCH 10, {mode}: "
+                  + ", ".join(f"{name} p50 {statistics.median(values):,.0f}" for name, values in runs.items()))
+
+
+def test_the_fair_statement_starts_a_job_as_the_plain_claim_does(spec, one_statement):
+    """pg/fair_claim.py's ``claimed`` is pg/claim.py's, to the letter: the same columns written,
+    the same attempt charged, lease and deadline, the same ``job.started`` event."""
+    from django_ojs.core import workers
+    from django_ojs.models import Event
+
+    make_fair("fair")
+    Queue.objects.filter(name="fair").update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    queue_settings.forget()
+    workers.register("w-1")
+    started = {}
+    for queue in ("plain", "fair"):
+        pushed = Job.objects.push(spec(meta={"tenant": "t"}, options={"queue": queue, "timeout": 300}))
+        statements = statements_of(
+            lambda queue=queue: Job.objects.fetch([queue], worker_id="w-1", visibility_timeout=dt.timedelta(minutes=7)))
+        assert any("RECURSIVE" in sql for sql in statements) == (queue == "fair")
+        job = Job.objects.get(pk=pushed.pk)
+        event = Event.objects.get(job_id=job.id, type="job.started")
+        started[queue] = (job.state, job.attempt, job.worker_id, job.lease_expires_at - job.started_at,
+                          job.deadline_at - job.started_at, event.time == job.started_at,
+                          {name: value for name, value in event.data.items() if name not in ("queue", "job_id")})
+    assert started["fair"] == started["plain"] == (
+        "active", 1, "w-1", dt.timedelta(minutes=7), dt.timedelta(minutes=5), True,
+        {"state": "active", "attempt": 1, "job_type": "test.job", "worker_id": "w-1"})

@@ -10,16 +10,18 @@ read and sorted every available job: 0.9 s per FETCH at a million.)
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_ojs.core import history
+from django_ojs.core import history, queue_settings
 from django_ojs.core.clock import db_now
-from django_ojs.models import Job, StatsBucket
-from tests.helpers import history_running_since
+from django_ojs.models import Job, Queue, StatsBucket
+from tests.helpers import history_running_since, live_index
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -447,3 +449,49 @@ def test_one_queues_history_reads_its_own_buckets_through_their_index():
                              'FROM "django_ojs_statsbucket"')
         plan = plan_of(statement)
         assert "ojs_stats_bucket_queue" in plan and not seq_scans(plan), (period, plan)
+
+
+def nodes_of(node: dict) -> list[dict]:
+    return [node] + [below for child in node.get("Plans", []) for below in nodes_of(child)]
+
+
+def sorts_of_job_rows(node: dict) -> list[dict]:
+    """The Sort nodes of a JSON plan with a scan of the job table beneath them (CTE scans stop the search)."""
+    def scans_jobs(below: dict) -> bool:
+        return below.get("Relation Name", "").startswith(Job._meta.db_table) or any(
+            scans_jobs(child) for child in below.get("Plans", []) if child.get("Parent Relationship") != "InitPlan")
+
+    found = [node] if node["Node Type"] == "Sort" and scans_jobs(node) else []
+    return found + [sort for child in node.get("Plans", []) for sort in sorts_of_job_rows(child)]
+
+
+def test_the_one_statement_fair_claim_reads_the_fair_index_and_no_backlog(settings):
+    """tests/core/pg/test_query_plans.py's guard, for pg/fair_claim.py: the values waiting by a skip
+    scan of ojs_job_fair, each value's share from it; no other index of jobs, no sort of job rows."""
+    settings.OJS = {**getattr(settings, "OJS", {}), "ONE_STATEMENT_PATHS": True}
+    two_tenants = "CASE WHEN g <= 100 THEN 'small' ELSE 'big' END"
+    fill("available", BACKLOG, fair_key=two_tenants)
+    fill("completed", BACKLOG, finished_at="now()", fair_key=two_tenants)
+    Queue.objects.update_or_create(name="plans", defaults={"fairness_key": "meta.tenant"})
+    queue_settings.forget()
+    Job.objects.fetch(["plans"], count=10)  # the queue's settings and maintenance mode read, and cached
+    with CaptureQueriesContext(connection) as queries:
+        Job.objects.fetch(["plans"], count=10)
+    statements = [query["sql"] for query in queries.captured_queries]
+    assert len(statements) == 1 and "RECURSIVE" in statements[0], statements
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+        try:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + statements[0])
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("ROLLBACK")
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    text = json.dumps(plan)
+    indexes = {index for index in re.findall(r'"Index Name": "([a-z_0-9]+)"', text)}
+    job_indexes = {index for index in indexes if index.startswith(("ojs_job", "django_ojs_job"))}
+    # ojs_job_fair for the values and the shares; the primary key for the UPDATE of the rows locked.
+    assert job_indexes == {live_index("ojs_job_fair"), live_index("django_ojs_job_pkey")}, indexes
+    assert not [node for node in nodes_of(plan[0]["Plan"])
+                if node["Node Type"] == "Seq Scan" and node.get("Relation Name", "").startswith(Job._meta.db_table)], text
+    assert not sorts_of_job_rows(plan[0]["Plan"]), text

@@ -1,0 +1,174 @@
+"""A/B in one run: a function of the code as committed at a git revision against the working tree's.
+
+    python -m tests.bench.ab bulk|single|worker [--rev HEAD] [--rounds 6] [--size 10]
+
+The old module is loaded from ``git show <rev>:<path>`` beside the new one, and
+the measured call is pointed at one or the other, alternating round by round on
+one fresh bench database (the machine's drift falls on both alike); the report
+is each side's median jobs/s and the ratio of medians new/old.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .stage import DEFAULT_SERVER, ROOT, bench_database
+
+
+def old_module(name: str, rev: str) -> types.ModuleType:
+    """The module ``name`` as it was at ``rev``, loaded under its own package (relative imports work)."""
+    path = name.replace(".", "/") + ".py"
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout
+    module = types.ModuleType(name + "_at_" + rev.replace("~", "_"))
+    module.__package__ = name.rpartition(".")[0]
+    module.__file__ = f"{rev}:{path}"
+    sys.modules[module.__name__] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+@contextmanager
+def swapped(owner: object, attribute: str, value: object) -> Iterator[None]:
+    before = getattr(owner, attribute)
+    setattr(owner, attribute, value)
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, before)
+
+
+def bulk_case(rev: str, batches: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    import django_ojs
+    from django_ojs.core.pg import engine
+
+    from . import store
+
+    new = importlib.import_module("django_ojs.core.pg.push")
+    old = old_module("django_ojs.core.pg.push", rev)
+
+    def run(module: types.ModuleType) -> float:
+        store.reset()
+        with swapped(engine, "push", module):
+            began, cpu = time.perf_counter(), time.process_time()
+            for _ in range(batches):
+                django_ojs.enqueue_many([{"type": store.NOOP, "args": []} for _ in range(1000)])
+            CPU_US.append((time.process_time() - cpu) / (1000 * batches) * 1e6)
+            return 1000 * batches / (time.perf_counter() - began)
+
+    return (lambda: run(old)), (lambda: run(new))
+
+
+def single_case(rev: str, count: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    import django_ojs
+    from django_ojs.core.pg import engine
+
+    from . import store
+
+    new = importlib.import_module("django_ojs.core.pg.push")
+    old = old_module("django_ojs.core.pg.push", rev)
+
+    def run(module: types.ModuleType) -> float:
+        store.reset()
+        with swapped(engine, "push", module):
+            began, cpu = time.perf_counter(), time.process_time()
+            for _ in range(count):
+                django_ojs.enqueue(store.NOOP, [])
+            CPU_US.append((time.process_time() - cpu) / count * 1e6)
+            return count / (time.perf_counter() - began)
+
+    return (lambda: run(old)), (lambda: run(new))
+
+
+def worker_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """2 ``ojs_worker`` × concurrency 10 on ``jobs`` noop jobs, as the suite's worker section runs them.
+
+    Old: the processes run a checkout of ``rev`` (``OJS_BENCH_BASELINE_ROOT``, e.g. ``git worktree
+    add --detach ../baseline <rev>``): the whole worker, not one module, is the old one.
+    """
+    from . import stage, workers
+    from .plan import Run, Sizes
+
+    baseline = os.environ.get("OJS_BENCH_BASELINE_ROOT")
+    if not baseline:
+        raise SystemExit("worker: set OJS_BENCH_BASELINE_ROOT to a checkout of the old code")
+    context = Run(stage=CURRENT_STAGE[0], sizes=Sizes(jobs=jobs), peer=False, peer_note="")
+
+    def run(root: Path) -> float:
+        with swapped(stage, "ROOT", root):
+            return workers.ours(context, 2, 10)
+
+    return (lambda: run(Path(baseline))), (lambda: run(stage.ROOT))
+
+
+def events_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """The working tree's 2 × 10 workers with the event store on (old) and off (new): what events cost.
+
+    With it off no run can be checked for its events, only for every job completed once.
+    """
+    from . import store, workers
+    from .plan import Run, Sizes
+
+    context = Run(stage=CURRENT_STAGE[0], sizes=Sizes(jobs=jobs), peer=False, peer_note="", observability=True)
+    modes = {**workers.MODES, "events_off": {**workers.MODES["off"], "OJS_BENCH_EVENTS_OFF": "1"}}
+
+    def counted_once(expected: int) -> None:
+        once = Job.objects.filter(state="completed", attempt=1).count()
+        if once != expected:
+            raise SystemExit(f"{once} of {expected} jobs completed on attempt 1")
+
+    from django_ojs.models import Job
+
+    def run(mode: str) -> float:
+        with swapped(workers, "MODES", modes), swapped(store, "verify_exactly_once", counted_once):
+            return workers.ours(context, 2, 10, mode)
+
+    return (lambda: run("off")), (lambda: run("events_off"))
+
+
+CASES = {"bulk": bulk_case, "single": single_case, "worker": worker_case, "events": events_case}
+CURRENT_STAGE: list = []
+# The enqueuing process's CPU per job (µs) of the last run, where the case measures it.
+CPU_US: list[float] = []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--rev", default="HEAD")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--size", type=int, default=10, help="batches of 1,000 (bulk) or jobs / 100 (single)")
+    args = parser.parse_args()
+    with bench_database(os.environ.get("DATABASE_URL", DEFAULT_SERVER)) as stage:
+        CURRENT_STAGE.append(stage)
+        size = {"bulk": args.size, "single": args.size * 100}.get(args.case, args.size * 1000)
+        old, new = CASES[args.case](args.rev, size)
+        old(), new()  # warm both
+        rates: dict[str, list[float]] = {"old": [], "new": []}
+        cpus: dict[str, list[float]] = {"old": [], "new": []}
+        for round_ in range(args.rounds):
+            for side, measure in (("old", old), ("new", new)) if round_ % 2 == 0 else (("new", new), ("old", old)):
+                CPU_US.clear()
+                rates[side].append(measure())
+                cpus[side] += CPU_US
+        old_rate, new_rate = statistics.median(rates["old"]), statistics.median(rates["new"])
+        print(f"{args.case}: old ({args.rev}) {old_rate:,.0f} jobs/s, new {new_rate:,.0f} jobs/s, "
+              f"new/old {new_rate / old_rate:.2f}  (load {os.getloadavg()[0]:.1f}; "
+              f"old {[round(r) for r in rates['old']]}, new {[round(r) for r in rates['new']]})")
+        if cpus["old"] and cpus["new"]:
+            old_cpu, new_cpu = statistics.median(cpus["old"]), statistics.median(cpus["new"])
+            print(f"  client CPU per job: old {old_cpu:.0f} µs, new {new_cpu:.0f} µs, new/old {new_cpu / old_cpu:.2f}")
+
+
+if __name__ == "__main__":
+    main()
