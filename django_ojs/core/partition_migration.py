@@ -16,7 +16,7 @@
    Statements of other sessions, prepared ones included, find the new table by its name.
 
 The table stays behind until ``drop_old``; ``unpartition`` is the way back (offline).
-Migration 0023 runs all three at once, inside the migration, when the table is small.
+Migration 0024 runs all three at once, inside the migration, when the table is small.
 """
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ def drop_old() -> bool:
 
 
 def partition_in_place(model: Any) -> None:
-    """All three steps in the caller's transaction, no trigger: migration 0023 on a small table."""
+    """All three steps in the caller's transaction, no trigger: migration 0024 on a small table."""
     _drop_leftovers()
     _build_tree(model)
     columns = ", ".join(_columns())
@@ -307,7 +307,7 @@ def partition_in_place(model: Any) -> None:
 
 
 def unpartition(model: Any, editor: Any) -> None:
-    """The way back, offline (the reverse of migration 0023): one plain table again, as the
+    """The way back, offline (the reverse of migration 0024): one plain table again, as the
     model defines it, with every job copied into it. Writers wait on the lock meanwhile."""
     if not partitions.is_partitioned():
         return

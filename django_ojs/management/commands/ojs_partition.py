@@ -79,7 +79,7 @@ class Command(BaseCommand):
 
     def abort(self, options):
         if partitions.is_partitioned():
-            raise CommandError("the job table is partitioned: nothing to abort (going back is `migrate django_ojs 0022`)")
+            raise CommandError("the job table is partitioned: nothing to abort (going back is `migrate django_ojs 0023`)")
         partition_migration.restart()
         self.stdout.write("no migration in progress: the mirror trigger and the partial copy are gone")
 

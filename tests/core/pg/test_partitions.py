@@ -1,7 +1,7 @@
 """The job history in day partitions (core/partitions.py) and the online migration to it
 (core/partition_migration.py), on real PostgreSQL with real concurrent connections.
 
-The test database is made by the migrations, so it is partitioned (migration 0023 on an
+The test database is made by the migrations, so it is partitioned (migration 0024 on an
 empty table); the migration tests turn it back into one plain table first (the way back,
 ``unpartition``), fill it, and migrate it again while a writer works on it.
 """
@@ -313,7 +313,7 @@ def test_a_lock_waiting_on_a_row_that_moved_runs_again_and_finds_it_gone(push):
 
 @pytest.fixture
 def plain_table() -> Iterator[None]:
-    """The job table as one plain table, as before migration 0023; partitioned again after."""
+    """The job table as one plain table, as before migration 0024; partitioned again after."""
     with transaction.atomic(), connection.schema_editor() as editor:
         partition_migration.unpartition(Job, editor)
     assert not partitions.is_partitioned()
@@ -477,12 +477,12 @@ def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
               f"{figures['longest_in_swap'] * 1000:.0f} ms, during the copy {figures['longest_in_copy'] * 1000:.0f} ms)")
 
 
-def test_migrating_back_to_0022_makes_one_plain_table_with_every_job_and_forward_again(push, claim):
+def test_migrating_back_to_0023_makes_one_plain_table_with_every_job_and_forward_again(push, claim):
     waiting, running = push(type="a.b"), claim("w1")
     Job.objects.ack(running.id)
     JobError.objects.create(job_id=running.seq, attempt=1, type="Boom", occurred_at=dt.datetime.now(dt.UTC))
     try:
-        call_command("migrate", "django_ojs", "0022", verbosity=0)
+        call_command("migrate", "django_ojs", "0023", verbosity=0)
         assert not partitions.is_partitioned()
         with connection.cursor() as cursor:  # the foreign key is back, so its referent is unique again
             cursor.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'django_ojs_joberror'::regclass "

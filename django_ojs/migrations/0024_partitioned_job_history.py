@@ -52,7 +52,7 @@ def unpartition(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_ojs", "0022_durable_checkpoints_and_steps")]
+    dependencies = [("django_ojs", "0023_fair_weights")]
 
     operations = [
         migrations.AlterField(
