@@ -130,6 +130,9 @@ def start(model: Any) -> Progress:
         _build_tree(model)
         columns = _columns()
         with connection.cursor() as cursor:
+            # CREATE TRIGGER waits for the table's writers in flight, and writers queue behind it:
+            # not for long (a long transaction elsewhere makes the start fail; run it again).
+            cursor.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
             cursor.execute(
                 f"""CREATE FUNCTION {MIRROR}() RETURNS trigger AS $$
                 BEGIN
