@@ -495,7 +495,10 @@ class Overview(Job):
 class JobError(models.Model):
     """One failed attempt: the job's full error history (ojs-json-format §3.1 ``errors``)."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="errors")
+    # No constraint in the database: a partitioned job table (core/partitions.py) has no unique
+    # constraint on seq to reference. Deleting a job by the ORM still deletes these (in Python);
+    # the core's deletes delete them explicitly.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="errors", db_constraint=False)
     attempt = models.PositiveIntegerField()
     type = models.CharField(max_length=255)
     code = models.CharField(max_length=255, blank=True, default="")
@@ -519,7 +522,7 @@ class JobStep(models.Model):
     and skips the step. Deleted with the job.
     """
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps", db_constraint=False)  # as JobError.job
     name = models.CharField(max_length=255)
     # The attempt that completed the step: it held the lease when the record was written.
     attempt = models.PositiveIntegerField()

@@ -134,3 +134,11 @@ def row_held(job: Job, patience: float) -> Iterator[threading.Thread]:
     finally:
         release.set()
         holder.join(patience)
+
+
+def live_index(name: str) -> str:
+    """A model index's name on the database: on a partitioned job table (core/partitions.py) the
+    live partition's copy is ``<name>_live``."""
+    from django_ojs.core.partitions import is_partitioned
+
+    return f"{name}_live" if is_partitioned() else name

@@ -162,6 +162,11 @@ DEFAULTS: dict[str, Any] = {
         # The statistics history's one-hour buckets (at least 30 days, §10.2).
         "history_hours": 35 * 86400,
     },
+    # Days of finished jobs one history partition holds, on a partitioned
+    # PostgreSQL job table ([History partitions](../how-to/history-partitions.md)):
+    # retention drops a partition once all of it is past its state's retention.
+    # A change applies to the partitions made after it.
+    "HISTORY_PARTITION_DAYS": 1,
     # -- Progress (ojs-progress) ----------------------------------------------
     # Seconds between two `job.progress` events of one job, beside the first
     # report of an attempt and each crossing of 25, 50, 75 and 100 %, which

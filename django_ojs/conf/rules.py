@@ -201,6 +201,7 @@ RULES: dict[str, Rule] = {
     "PRUNE_INTERVAL": seconds(zero_allowed=False),
     "REAPER_BATCH_SIZE": count(1),
     "RETENTION": retention,
+    "HISTORY_PARTITION_DAYS": count(1),
     "ADMIN_SEARCH_META_KEYS": strings(),
     "TEST_HOOKS": boolean,
     "QUEUE_CONFIG_TTL": seconds(zero_allowed=True),

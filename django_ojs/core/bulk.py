@@ -25,6 +25,8 @@ attributes a filter can name (queue, type, args, meta) do not change.
 
 from __future__ import annotations
 
+import copy
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -40,6 +42,7 @@ from . import events
 from .clock import db_now
 from .durable import forget_steps
 from .moves import cancel_changes, discard_changes, resurrect_changes
+from .row_movement import retried
 from .workflows import advance as advance_workflows
 
 BATCH_SIZE = 1_000
@@ -212,7 +215,6 @@ def bulk_move(
     ``on_batch`` is told the report after each committed batch (progress).
     """
     move = MOVES[name]
-    allowed = sorted(move.allowed)
     manager = Job.objects
     report = BulkReport(name)
     candidates = movable(selection, name).order_by("seq").values_list("seq", flat=True)
@@ -231,27 +233,39 @@ def bulk_move(
         if not seqs:
             break
         cursor = seqs[-1]
-        with transaction.atomic():
-            # By seq alone, the states sorted out once locked: a state condition here let
-            # PostgreSQL walk an index of every finished job per batch when its statistics
-            # predate the backlog (tests/core/test_query_plans.py).
-            held = list(
-                manager.filter(seq__in=seqs)
-                .order_by("seq")
-                .select_for_update(skip_locked=True, of=("self",))
-                .values_list("seq", "state", "unique_key")
-            )
-            locked = [row for row in held if row[1] in allowed]
-            for seq, state, _ in held:
-                if state not in allowed:
-                    report.skip(seq, state)
-            if len(held) < len(seqs):
-                _count_left_out(manager, set(seqs) - {row[0] for row in held}, move, report)
-            if locked:
-                move.apply(manager, locked, report)
+        report = retried(functools.partial(_move_batch_afresh, manager, move, seqs, report))
         report.batches += 1
         if on_batch is not None:
             on_batch(report)
+    return report
+
+
+def _move_batch_afresh(manager: Any, move: BulkMove, seqs: list[int], before: BulkReport) -> BulkReport:
+    return _move_batch(manager, move, seqs, copy.deepcopy(before))
+
+
+def _move_batch(manager: Any, move: BulkMove, seqs: list[int], report: BulkReport) -> BulkReport:
+    """One batch in one transaction, counted on ``report`` (a copy: a batch run again after it
+    met a moved row, ``core/row_movement.py``, counts from where the last batch left it)."""
+    allowed = sorted(move.allowed)
+    with transaction.atomic():
+        # By seq alone, the states sorted out once locked: a state condition here let
+        # PostgreSQL walk an index of every finished job per batch when its statistics
+        # predate the backlog (tests/core/test_query_plans.py).
+        held = list(
+            manager.filter(seq__in=seqs)
+            .order_by("seq")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("seq", "state", "unique_key")
+        )
+        locked = [row for row in held if row[1] in allowed]
+        for seq, state, _ in held:
+            if state not in allowed:
+                report.skip(seq, state)
+        if len(held) < len(seqs):
+            _count_left_out(manager, set(seqs) - {row[0] for row in held}, move, report)
+        if locked:
+            move.apply(manager, locked, report)
     return report
 
 

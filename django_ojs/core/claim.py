@@ -47,10 +47,12 @@ from .clock import TxNow
 from .engine import current as current_engine
 from .pg.claim import of_types_filter
 from .queue_settings import settings_of
+from .row_movement import retried_on_row_movement
 from .settle import expire_rows
 from .types import LimitReport
 
 
+@retried_on_row_movement
 def fetch(
     queues: Sequence[str],
     *,

@@ -20,10 +20,12 @@ from .dead_letter import is_dead_letter
 from .durable import forget_steps
 from .moves import cancel_rows, discard_changes, resurrect_changes
 from .refusal import refusal
+from .row_movement import retried_on_row_movement
 from .unique_keys import reentry_guard
 from .workflows import advance as advance_workflows
 
 
+@retried_on_row_movement
 def cancel(job_id: Any) -> tuple[Job, str | None]:
     """Cancel a job that has not finished; return it and the state it left.
 
@@ -45,6 +47,7 @@ def cancel(job_id: Any) -> tuple[Job, str | None]:
     return job, previous
 
 
+@retried_on_row_movement
 def activate(job_id: Any) -> Job:
     """pending -> available (ojs-core §6.3, ACTIVATE)."""
     with transaction.atomic():
@@ -54,6 +57,7 @@ def activate(job_id: Any) -> Job:
     return job
 
 
+@retried_on_row_movement
 def resurrect(job_id: Any, *, missing: str = "dead letter job", dead_letter_only: bool = False) -> Job:
     """Manual retry of a discarded job: discarded -> available with fresh attempts.
 
@@ -74,6 +78,7 @@ def resurrect(job_id: Any, *, missing: str = "dead letter job", dead_letter_only
     return job
 
 
+@retried_on_row_movement
 def discard(job_id: Any) -> Job:
     """An operator gives up on a job that is still waiting: -> discarded."""
     with transaction.atomic():
@@ -82,6 +87,7 @@ def discard(job_id: Any) -> Job:
     return job
 
 
+@retried_on_row_movement
 def purge_dead(job_id: Any, *, dead_letter_only: bool = False) -> None:
     """Delete a discarded job and its history and events for good (ojs-http-binding §12.3).
 

@@ -20,8 +20,10 @@ from ..protocol.errors import InvalidTransition, NotFound
 from ..protocol.states import JobState
 from . import events
 from .clock import TxNow
+from .row_movement import retried_on_row_movement
 
 
+@retried_on_row_movement
 def record_step(
     job_id: Any, name: str, result: Any, *, attempt: int, worker_id: str | None = None
 ) -> tuple[JobStep, bool]:

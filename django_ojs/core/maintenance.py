@@ -20,14 +20,16 @@ from ..models import Event, Job, JobError, ReaperTick, Worker, Workflow, Workflo
 from ..protocol.failure import Failure
 from ..protocol.states import WAITING, JobState, Move, sources, target
 from ..protocol.workflows import DONE
-from . import events, history, limits, maintenance_mode
+from . import events, history, limits, maintenance_mode, partitions
 from .clock import TxNow, db_now, restarted_within
 from .durable import forget_steps
+from .row_movement import retried_on_row_movement
 from .settle import expire_rows, settle_rows
 from .types import Settle
 from .workers import recover_jobs
 
 
+@retried_on_row_movement
 def promote_due(limit: int) -> int:
     """scheduled/retryable -> available once their time has come; not in maintenance mode (ojs-admin-api §12.1)."""
     if maintenance_mode.current(fresh=True).enabled:
@@ -51,6 +53,7 @@ def promote_due(limit: int) -> int:
     return len(due)
 
 
+@retried_on_row_movement
 def expire_overdue(limit: int) -> int:
     """Discard waiting jobs whose ``expires_at`` passed (ojs-core §5.2)."""
     with transaction.atomic():
@@ -58,6 +61,7 @@ def expire_overdue(limit: int) -> int:
         return expire_rows(rows, rows[0].db_now) if rows else 0
 
 
+@retried_on_row_movement
 def requeue_lapsed(limit: int) -> int:
     """Active jobs whose visibility timeout passed without ACK or FAIL.
 
@@ -77,6 +81,7 @@ def requeue_lapsed(limit: int) -> int:
         return settle_rows([(job, _lapsed(job), Settle.REQUEUE) for job in rows], rows[0].db_now) if rows else 0
 
 
+@retried_on_row_movement
 def fail_timed_out(limit: int) -> int:
     """Active jobs past their execution timeout fail with type ``timeout`` (ojs-timeouts §7.1).
 
@@ -92,17 +97,31 @@ def fail_timed_out(limit: int) -> int:
 
 
 def prune(limit: int) -> dict[str, int]:
-    """Delete finished jobs and events past their retention (``OJS["RETENTION"]``)."""
+    """Delete finished jobs and events past their retention (``OJS["RETENTION"]``).
+
+    On a partitioned job table (``core/partitions.py``) whole day partitions go first, by
+    DROP, and the coming days' are made; the DELETEs below then reach only rows older than
+    every day partition of their state (the DEFAULT partition's), plain discards kept in a
+    dead letter's day, and the dead letter past its cap.
+    """
     retention = ojs_settings.RETENTION
     now = db_now()
-    pruned = {}
+    upkeep = partitions.maintain(now)
+    day_starts = partitions.oldest_day_starts() if partitions.is_partitioned() else {}
+    pruned = {"partitions_created": len(upkeep["created"]), "partitions_dropped": len(upkeep["dropped"])}
     for state, key, dead_letter in (
         (JobState.COMPLETED, "completed", None),
         (JobState.CANCELLED, "cancelled", None),
         (JobState.DISCARDED, "discarded", False),
         (JobState.DISCARDED, "dead_letter", True),
     ):
-        older = Job.objects.filter(state=state, finished_at__lt=now - dt.timedelta(seconds=retention[key]))
+        cutoff = now - dt.timedelta(seconds=retention[key])
+        # The rest go with their partition, up to one partition's width past their retention;
+        # a retention shorter than that width keeps the DELETE (those partitions go empty).
+        by_drop = retention[key] >= partitions.width_days() * 86400
+        if dead_letter is not False and state.value in day_starts and by_drop:
+            cutoff = min(cutoff, day_starts[state.value])
+        older = Job.objects.filter(state=state, finished_at__lt=cutoff)
         if dead_letter is not None:
             older = older.filter(dead_letter=dead_letter)
         pruned[key] = _delete_jobs(older.order_by("finished_at"), limit)
@@ -124,6 +143,7 @@ def _cap_dead_letter(max_count: int, limit: int) -> int:
     return _delete_jobs(dead.order_by("finished_at"), min(excess, limit))
 
 
+@retried_on_row_movement
 def _delete_jobs(queryset: Any, limit: int) -> int:
     """Delete up to ``limit`` jobs, their error history, their durable steps and their events.
 
@@ -151,6 +171,7 @@ def _locked(*, order: str, limit: int, **conditions: Any) -> list[Any]:
     )
 
 
+@retried_on_row_movement
 def reap_dead_workers(limit: int) -> int:
     """Declare workers silent past the heartbeat timeout dead; recover their jobs at once.
 

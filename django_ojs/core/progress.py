@@ -20,8 +20,10 @@ from ..protocol.states import JobState
 from ..protocol.workflows import COMPLETED, Node, shown_state
 from . import events
 from .clock import TxNow
+from .row_movement import retried_on_row_movement
 
 
+@retried_on_row_movement
 def report_progress(job_id: Any, report: Report, *, attempt: int | None = None, worker_id: str | None = None) -> bool:
     """Record ``report`` for the active attempt it belongs to; False if it is not (ignored, §6.1).
 

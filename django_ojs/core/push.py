@@ -16,6 +16,7 @@ from ..protocol.states import JobState
 from . import bounds, engine, events, job_columns, unique
 from .clock import db_now
 from .queue_settings import register_queues
+from .row_movement import retried_on_row_movement
 from .unique_keys import stamp
 
 
@@ -24,6 +25,7 @@ def push(spec: JobSpec) -> Job:
     return push_many([spec])[0]
 
 
+@retried_on_row_movement
 def push_many(specs: Sequence[JobSpec]) -> list[Job]:
     """Store jobs atomically: all of them or none (ojs-core §7.1, batch variant).
 

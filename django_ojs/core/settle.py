@@ -40,6 +40,7 @@ from .clock import TxNow
 from .dead_letter import KEPT_WORDS
 from .engine import current as current_engine
 from .refusal import refusal
+from .row_movement import retried_on_row_movement
 from .types import Lease, Settle, Settlement, Verdict
 from .workflows import advance as advance_workflows
 from .workflows import workflow_step
@@ -76,6 +77,7 @@ class _Holder:
     attempt: int
 
 
+@retried_on_row_movement
 def ack(job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
     """active -> completed in one conditional write; 409 if the job is not ours to ack."""
     engine = current_engine()
@@ -112,6 +114,7 @@ def ack(job_id: Any, *, result: Any = None, lease: Lease = Lease()) -> Job:
     return job
 
 
+@retried_on_row_movement
 def settle_many(settlements: Sequence[Settlement], *, holding: str | None = None) -> list[Verdict]:
     """Write many finished attempts in one transaction; a verdict for each, in order.
 
@@ -262,6 +265,7 @@ def _fail_rows(held: list[tuple[Settlement, tuple]], now: dt.datetime) -> list[J
     return list(jobs.values())
 
 
+@retried_on_row_movement
 def fail(job_id: Any, failure: Failure, *, lease: Lease = Lease(), requeue: bool = False) -> Job:
     """Report a failed attempt: retryable, discarded, or (``requeue``) released."""
     with transaction.atomic():

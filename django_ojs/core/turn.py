@@ -22,12 +22,14 @@ from ..models import Job
 from . import maintenance_mode
 from .claim import claim, fetch
 from .engine import current as current_engine
+from .row_movement import retried_on_row_movement
 from .settle import settle_many
 from .types import LimitReport, Settlement, Verdict
 
 logger = logging.getLogger("django_ojs.worker")  # the in-process worker's turn
 
 
+@retried_on_row_movement
 def settle_and_fetch(
     worker_id: str,
     settlements: Sequence[Settlement],

@@ -110,10 +110,24 @@ def _try_insert(job: Job) -> bool:
     try:
         with transaction.atomic():
             job.save(force_insert=True)
+            if _held_in_history(job):
+                raise IntegrityError("unique key held by a finished job")
     except IntegrityError:
         job.seq = None
         return False
     return True
+
+
+def _held_in_history(job: Job) -> bool:
+    """Does a finished job hold ``job``'s key (a policy whose states include a terminal one)?
+
+    On a partitioned job table (``core/partitions.py``) the unique index covers the live
+    jobs only. Asked after the insert: a holder that finished while it waited moved out of
+    the live partition, and is found in its new one by this later read.
+    """
+    if connection.vendor != "postgresql":
+        return False
+    return current_holder(job.unique_key or "", states=TERMINAL) is not None
 
 
 def _resolve(job: Job, key: str, policy: UniquePolicy, holder: Job) -> Job | None:

@@ -34,6 +34,7 @@ from ..protocol.workflows import PENDING
 from . import events
 from .clock import TxNow, db_now
 from .refusal import refusal
+from .row_movement import retried_on_row_movement
 from .settle import FAILURE_FIELDS, settle_failure
 from .types import Lease, Settle
 from .workflows import Moved, locked_workflow
@@ -73,6 +74,7 @@ def _park(job: Job, move: Move, until: dt.datetime) -> None:
     job.releases += 1
 
 
+@retried_on_row_movement
 def snooze(job_id: Any, delay: dt.timedelta, *, lease: Lease = Lease()) -> Job:
     """Put the held job back for ``delay``: ``scheduled`` until then, its attempt not charged.
 
@@ -110,6 +112,7 @@ def snooze(job_id: Any, delay: dt.timedelta, *, lease: Lease = Lease()) -> Job:
     return job
 
 
+@retried_on_row_movement
 def wait(job_id: Any, name: str, timeout: dt.timedelta, *, lease: Lease = Lease()) -> tuple[Job, WaitOutcome]:
     """Wait for signal ``name``: its payload if delivered, the timeout if passed, else park the job.
 
@@ -148,6 +151,7 @@ def _until(record: dict[str, Any]) -> dt.datetime:
     return until
 
 
+@retried_on_row_movement
 def signal(job_id: Any, name: str, payload: Any = None) -> Job:
     """Deliver signal ``name`` to a job; wake it if it is parked on that name.
 
@@ -198,6 +202,7 @@ def _deliver(job: Job, name: str, payload: Any, now: dt.datetime, *, strict: boo
     return True
 
 
+@retried_on_row_movement
 def signal_workflow(workflow_id: Any, name: str, payload: Any = None) -> tuple[Workflow, int]:
     """Deliver signal ``name`` to every unfinished job of a running workflow, and keep it for its
     steps not yet started; how many jobs got it. 409 if the workflow ended or already has the signal.

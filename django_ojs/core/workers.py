@@ -35,6 +35,7 @@ from ..protocol.failure import Failure
 from ..protocol.states import JobState, WorkerState
 from . import events
 from .clock import TxNow, db_now
+from .row_movement import retried_on_row_movement
 from .settle import settle_rows
 from .types import BeatReply, HeldJob, Settle, WorkerInfo
 
@@ -99,6 +100,7 @@ def register(worker_id: str, info: WorkerInfo = WorkerInfo()) -> Worker:
     return worker
 
 
+@retried_on_row_movement
 def beat(
     worker_id: str,
     *,

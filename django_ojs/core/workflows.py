@@ -51,6 +51,7 @@ from ..protocol.workflows import (
 from . import events
 from .clock import db_now
 from .moves import cancel_rows
+from .row_movement import retried_on_row_movement
 
 # What a step's job ending in a terminal state means for the step.
 OUTCOME: dict[str, str] = {JobState.COMPLETED: COMPLETED, JobState.DISCARDED: FAILED, JobState.CANCELLED: CANCELLED}
@@ -374,6 +375,7 @@ class Moved(Exception):
     """The workflow started other jobs while we locked the ones we saw: look again."""
 
 
+@retried_on_row_movement
 def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
     """Cancel a running workflow and every job of it not yet ended (ojs-workflows §11.3).
 
@@ -413,6 +415,7 @@ def cancel(workflow_id: Any) -> tuple[Workflow, dict[str, int]]:
     )
 
 
+@retried_on_row_movement
 def retry_step(workflow_id: Any, path: str) -> Workflow:
     """Run a failed step again and let its workflow go on from there (the admin's action).
 

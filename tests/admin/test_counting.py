@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from django_ojs.core import counting
+from django_ojs.core import counting, partitions
 from django_ojs.core.counting import Tally, count_rows
 from django_ojs.models import Job
 
@@ -23,9 +23,12 @@ def test_past_the_bound_the_planner_estimates(make_job):
         make_job("available")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_ojs_job")
+        # On the partitioned table (core/partitions.py) the planner counts at least one row in
+        # each partition, the empty history partitions too.
+        empty = len(partitions.day_partitions(cursor)) if partitions.is_partitioned() else 0
     tally = count_rows(Job.objects.all(), limit=3)
-    assert not tally.exact and tally.value == 8
-    assert str(tally) == "≈ 8"
+    assert not tally.exact and tally.value == 8 + empty
+    assert str(tally) == f"≈ {8 + empty}"
 
 
 @pytest.mark.postgres

@@ -237,8 +237,10 @@ def _cap_dead_letter(cursor) -> None:
 def _fill_workers_and_queues(cursor, params: dict) -> None:
     cursor.execute(_FILL_WORKERS, params)
     cursor.execute(
-        "INSERT INTO django_ojs_queue (name, paused, paused_at, created_at, overflow_policy) "
-        "SELECT q, q = 'reports', CASE WHEN q = 'reports' THEN now() END, now() - interval '7 days', 'reject' "
+        "INSERT INTO django_ojs_queue (name, paused, paused_at, created_at, overflow_policy, fairness_weights,"
+        " fairness_default_weight) "
+        "SELECT q, q = 'reports', CASE WHEN q = 'reports' THEN now() END, now() - interval '7 days', 'reject', "
+        "'{}', 1 "
         "FROM unnest(%(queues)s::text[]) q",
         params,
     )

@@ -40,6 +40,7 @@ from ...conf import ojs_settings
 from ...models import Job, Queue, Worker
 from ...observe import signals
 from ...protocol.states import JobState, Move, target
+from ..partitions import LIVE_SQL
 from ..types import ClaimOutcome
 from . import events, prepared
 from .rows import raw_loaded
@@ -120,7 +121,8 @@ def claimed_cte() -> str:
         " started_at = CURRENT_TIMESTAMP, worker_id = %(worker)s,"
         " lease_expires_at = CURRENT_TIMESTAMP + coalesce(%(lease)s::interval, j.visibility_timeout),"
         " deadline_at = CURRENT_TIMESTAMP + j.timeout"
-        " WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND (SELECT plain FROM verdict) RETURNING j.*)"
+        f" WHERE j.seq = ANY(ARRAY(SELECT seq FROM candidates)) AND j.state IN {LIVE_SQL}"
+        " AND (SELECT plain FROM verdict) RETURNING j.*)"
     )
 
 
@@ -179,9 +181,15 @@ def queues_with_work(names: list[str], types: Sequence[str] | None = None) -> li
     sql = (
         "SELECT q.name FROM unnest(%s::text[]) WITH ORDINALITY AS q(name, position) "
         # The state as a literal: a generic plan (prepared.py) proves ojs_job_available usable from it.
-        f"WHERE EXISTS (SELECT 1 FROM {Job._meta.db_table} j WHERE j.state = '{JobState.AVAILABLE.value}'"
-        f" AND j.queue = q.name{' AND ' + of_types_filter('j.type', '%s') if types is not None else ''}) "
-        f"AND NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} p WHERE p.name = q.name AND p.paused) "
+        # A LATERAL ... LIMIT 1 in the index's order, not an EXISTS: with statistics taken when one
+        # queue held every available job, the planner turned the EXISTS into a join reading them
+        # all, or (unordered) a scan it expected to stop at once -- on an empty queue, a read of
+        # every live job (the partitioned table, core/partitions.py). In the index's order the
+        # alternative is a sort of them all: it probes ojs_job_available once per name.
+        f"CROSS JOIN LATERAL (SELECT 1 FROM {Job._meta.db_table} j WHERE j.state = '{JobState.AVAILABLE.value}'"
+        f" AND j.queue = q.name{' AND ' + of_types_filter('j.type', '%s') if types is not None else ''}"
+        " ORDER BY j.priority DESC, j.seq LIMIT 1) AS waiting "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {Queue._meta.db_table} p WHERE p.name = q.name AND p.paused) "
         "ORDER BY q.position"
     )
     with prepared.cursor(connection) as cursor:

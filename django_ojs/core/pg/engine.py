@@ -52,6 +52,11 @@ class PostgresEngine(StepwiseEngine):
             return None
         # No clock read: the statement sets created_at and enqueued_at itself.
         with transaction.atomic() if chosen_ids and connection.in_atomic_block else nullcontext():
+            if chosen_ids and Job.objects.filter(id__in=chosen_ids).exists():
+                # Taken, perhaps by a finished job: the unique index on id covers each partition
+                # alone (core/partitions.py). The steps report the duplicate. Two PUSHes of one
+                # new id still meet in the live partition's index.
+                return None
             register_queues({spec.queue for spec in specs})
             return push.insert(specs)
 

@@ -26,6 +26,7 @@ from ...models import Job, Worker, WorkflowNode
 from ...observe import signals
 from ...protocol.states import Move, sources, target
 from ...protocol.workflows import PENDING
+from ..partitions import LIVE_SQL
 from ..types import Lease
 from . import events, prepared
 from .rows import raw_loaded
@@ -59,7 +60,7 @@ def ack(job_id: Any, result: Any, lease: Lease, *, steps: bool = True) -> Job | 
         f"WITH acked AS (UPDATE {table} SET state = %(completed)s, completed_at = CURRENT_TIMESTAMP,"
         " finished_at = CURRENT_TIMESTAMP, result = %(result)s::jsonb, error = NULL,"
         " lease_expires_at = NULL, deadline_at = NULL"
-        f" WHERE id = %(id)s AND state = ANY(%(sources)s){guard} RETURNING *)"
+        f" WHERE id = %(id)s AND state IN {LIVE_SQL} AND state = ANY(%(sources)s){guard} RETURNING *)"
     )
     listening = signals.wanted()
     sql += events.logged_cte(
@@ -118,7 +119,7 @@ def lock_settled(job_ids: Sequence[str], *, holding: str | None = None) -> tuple
         "SELECT j.seq, j.id, j.type, j.queue, j.attempt, j.started_at, j.worker_id,"
         f" EXISTS (SELECT 1 FROM {WorkflowNode._meta.db_table} n WHERE n.job_seq = j.seq AND n.state = %s),"
         f" CURRENT_TIMESTAMP AS now, j.state FROM {Job._meta.db_table} j"
-        " WHERE j.id = ANY(%s::uuid[])"
+        f" WHERE j.id = ANY(%s::uuid[]) AND j.state IN {LIVE_SQL}"
     )
     if holding is None:
         sql = f"{locked} ORDER BY j.seq FOR UPDATE"
@@ -154,7 +155,7 @@ def complete_rows(
         f"WITH done AS (UPDATE {table} j SET state = %(completed)s, completed_at = %(now)s,"
         " finished_at = %(now)s, result = r.result, error = NULL, lease_expires_at = NULL, deadline_at = NULL"
         " FROM unnest(%(seqs)s::bigint[], %(results)s::jsonb[]) AS r(seq, result)"
-        " WHERE j.seq = r.seq RETURNING j.*)"
+        f" WHERE j.seq = r.seq AND j.state IN {LIVE_SQL} RETURNING j.*)"
     )
     listening = signals.wanted()
     sql += events.logged_cte(

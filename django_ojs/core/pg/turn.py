@@ -42,6 +42,7 @@ from ...models import Job, WorkflowNode
 from ...observe import signals
 from ...protocol.states import Move, target
 from ...protocol.workflows import PENDING
+from ..partitions import LIVE_SQL
 from ..types import Settlement, TurnOutcome
 from . import claim, events, prepared, settle
 from .rows import raw_loaded
@@ -103,7 +104,7 @@ def _statement(events_on: bool, typed: bool) -> str:
         f"WITH {claim.claimant_cte()}, "
         "locked AS MATERIALIZED (SELECT j.seq, j.id, j.state, j.attempt, j.worker_id,"
         f" EXISTS (SELECT 1 FROM {WorkflowNode._meta.db_table} n WHERE n.job_seq = j.seq AND n.state = %(pending)s)"
-        f" AS step FROM {job_table} j WHERE j.id = ANY(%(ids)s::uuid[])"
+        f" AS step FROM {job_table} j WHERE j.id = ANY(%(ids)s::uuid[]) AND j.state IN {LIVE_SQL}"
         " AND NOT EXISTS (SELECT 1 FROM claimant WHERE NOT alive) ORDER BY j.seq FOR UPDATE), "
         "settled AS (SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(results)s::jsonb[])"
         " AS s(id, attempt, result)), "
@@ -114,7 +115,8 @@ def _statement(events_on: bool, typed: bool) -> str:
         f"done AS (UPDATE {job_table} j SET state = %(completed)s, completed_at = CURRENT_TIMESTAMP,"
         " finished_at = CURRENT_TIMESTAMP, result = s.result, error = NULL, lease_expires_at = NULL,"
         " deadline_at = NULL FROM locked l JOIN settled s ON s.id = l.id"
-        " WHERE j.seq = l.seq AND (SELECT alive AND held FROM settlement) RETURNING j.*)"
+        f" WHERE j.seq = l.seq AND j.state IN {LIVE_SQL} AND (SELECT alive AND held FROM settlement)"
+        " RETURNING j.*)"
         f"{logged_done}, "
         f"{claim.claiming_ctes(gate='(SELECT alive AND held FROM settlement)', listening=False, typed=typed)} "
         "SELECT t.alive AND t.held AS turn_settled, v.plain AS claim_plain,"

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_ojs.core import history, queue_settings
 from django_ojs.core.clock import db_now
 from django_ojs.models import Job, Queue, StatsBucket
-from tests.helpers import history_running_since
+from tests.helpers import history_running_since, live_index
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -55,6 +55,13 @@ def plan_of(statement: str) -> str:
             cursor.execute("ROLLBACK")
 
 
+def seq_scans(plan: str, of: str = "") -> list[str]:
+    """The plan's sequential scans of tables (named ``of``...) with rows. On the partitioned job
+    table (core/partitions.py) an empty day partition is scanned for free (``cost=0.00..0.00``):
+    no backlog is read there."""
+    return [line for line in plan.splitlines() if f"Seq Scan on {of}" in line and "(cost=0.00..0.00 " not in line]
+
+
 def captured(operation, marker: str) -> str:
     with CaptureQueriesContext(connection) as queries:
         operation()
@@ -67,7 +74,7 @@ def test_the_claim_walks_the_available_index_and_stops_at_its_limit():
     statement = captured(lambda: Job.objects.fetch(["plans"], count=10), "FOR UPDATE SKIP LOCKED")
     plan = plan_of(statement)
     assert "ojs_job_available" in plan, plan
-    assert "Sort" not in plan and "Seq Scan on django_ojs_job" not in plan, plan
+    assert "Sort" not in plan and not seq_scans(plan, "django_ojs_job"), plan
 
 
 def test_a_claim_of_the_workers_types_walks_the_available_index_and_stops_at_its_limit():
@@ -80,7 +87,7 @@ def test_a_claim_of_the_workers_types_walks_the_available_index_and_stops_at_its
     statement = captured(lambda: Job.objects.fetch(["plans"], count=10, types=["mine"]), "FOR UPDATE SKIP LOCKED")
     plan = plan_of(statement)
     assert "ojs_job_available" in plan, plan
-    assert "Sort" not in plan and "Seq Scan on django_ojs_job" not in plan, plan
+    assert "Sort" not in plan and not seq_scans(plan, "django_ojs_job"), plan
 
 
 def test_a_stepwise_claim_of_the_workers_types_walks_the_available_index_too():
@@ -94,7 +101,7 @@ def test_a_stepwise_claim_of_the_workers_types_walks_the_available_index_too():
     statement = captured(lambda: Job.objects.fetch(["plans"], count=10, types=["mine"]), "FOR UPDATE SKIP LOCKED")
     plan = plan_of(statement)
     assert "ojs_job_available" in plan, plan
-    assert "ojs_job_type" not in plan and "Seq Scan on django_ojs_job" not in plan, plan
+    assert "ojs_job_type" not in plan and not seq_scans(plan, "django_ojs_job"), plan
 
 
 def test_the_claim_stays_on_its_index_when_the_statistics_are_stale():
@@ -126,7 +133,7 @@ def test_the_reapers_scans_read_their_partial_index(state, column, operation, in
     statement = captured(operation, "SKIP LOCKED")
     plan = plan_of(statement)
     assert index in plan, plan
-    assert "Seq Scan on django_ojs_job" not in plan, plan
+    assert not seq_scans(plan, "django_ojs_job"), plan
 
 
 def test_a_unique_push_finds_the_holder_through_the_unique_index():
@@ -139,7 +146,7 @@ def test_a_unique_push_finds_the_holder_through_the_unique_index():
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "ojs_job_unique_key" in plan, plan
-    assert "Seq Scan" not in plan, plan
+    assert not seq_scans(plan), plan
 
 
 def settling_lock_plan(ids: list, *, attempt: int) -> str:
@@ -158,7 +165,7 @@ def test_the_worker_turn_locks_its_finished_jobs_by_id_not_by_owner():
     fill("active", BACKLOG, worker_id="'w1'", started_at="now()", lease_expires_at="now() + interval '1 hour'")
     plan = settling_lock_plan(list(Job.objects.filter(queue="plans").values_list("id", flat=True)[:10]), attempt=0)
     assert f"{Job._meta.db_table}_id_key" in plan, plan
-    assert "ojs_job_owner" not in plan and f"Seq Scan on {Job._meta.db_table}" not in plan, plan
+    assert "ojs_job_owner" not in plan and not seq_scans(plan, "django_ojs_job"), plan
 
 
 def test_the_worker_turn_locks_by_id_when_the_statistics_predate_the_work():
@@ -298,7 +305,7 @@ def test_the_worker_turn_plans_once_and_reads_every_row_by_its_key(push):
     plan = generic_plan("locked AS MATERIALIZED")
     assert "ojs_job_available" in plan and all(index in plan for index in KEYED), plan
     assert not any(index in plan for index in STATE_INDEXES), plan
-    assert "Seq Scan on django_ojs_job" not in plan and "Sort Key: django_ojs_job" not in plan, plan
+    assert not seq_scans(plan, "django_ojs_job") and "Sort Key: django_ojs_job" not in plan, plan
 
 
 def test_a_session_plans_again_so_a_plan_made_on_a_small_table_does_not_outlive_its_growth(push, monkeypatch):
@@ -325,7 +332,7 @@ def test_a_session_plans_again_so_a_plan_made_on_a_small_table_does_not_outlive_
     monkeypatch.setattr(prepared, "REPLAN_SECONDS", 0.0)
     turn()
     plan = generic_plan("locked AS MATERIALIZED")
-    assert f"Seq Scan on {Job._meta.db_table}" not in plan and all(index in plan for index in KEYED), plan
+    assert not seq_scans(plan, "django_ojs_job") and all(index in plan for index in KEYED), plan
     connection.close()
 
 
@@ -338,7 +345,7 @@ def test_fetch_and_ack_plan_once_on_their_indexes(push):
         Job.objects.ack(job.id, lease=Lease("w1", 1))
     claim = generic_plan("candidates AS MATERIALIZED")
     assert "ojs_job_available" in claim and f"{Job._meta.db_table}_pkey" in claim, claim
-    assert "Seq Scan on django_ojs_job" not in claim and "Sort" not in claim, claim
+    assert not seq_scans(claim, "django_ojs_job") and "Sort" not in claim, claim
     ack = generic_plan("WITH acked AS")
     assert f"{Job._meta.db_table}_id_key" in ack and not any(index in ack for index in STATE_INDEXES), ack
 
@@ -349,7 +356,7 @@ def test_the_probe_of_other_queues_plans_once_on_the_available_index(push):
     for _ in range(2):
         Job.objects.fetch(["empty-1", "empty-2", "plans"], count=1)
     plan = generic_plan("WITH ORDINALITY")
-    assert "ojs_job_available" in plan and "Seq Scan on django_ojs_job" not in plan, plan
+    assert "ojs_job_available" in plan and not seq_scans(plan, "django_ojs_job"), plan
 
 
 # --- The event table's readers, each on its index (migration 0012 dropped the one on time).
@@ -376,7 +383,7 @@ def test_pruning_events_reads_the_oldest_along_the_primary_key():
     statement = captured(lambda: Job.objects.prune(100), 'DELETE FROM "django_ojs_event"')
     plan = plan_of(statement)
     assert "django_ojs_event_pkey" in plan, plan
-    assert "Seq Scan" not in plan and "Sort" not in plan, plan
+    assert not seq_scans(plan) and "Sort" not in plan, plan
 
 
 def test_a_jobs_story_and_the_event_feed_read_their_indexes(api):
@@ -387,9 +394,9 @@ def test_a_jobs_story_and_the_event_feed_read_their_indexes(api):
     job_id = Event.objects.values_list("job_id", flat=True).first()
     job = Job(id=job_id)
     story = plan_of(captured(lambda: event_history(job, now=timezone.now()), "django_ojs_event"))
-    assert "ojs_event_job" in story and "Seq Scan" not in story, story
+    assert "ojs_event_job" in story and not seq_scans(story), story
     feed = plan_of(captured(lambda: api.get("/ojs/v1/events?after=1&limit=10"), "django_ojs_event"))
-    assert "django_ojs_event_pkey" in feed and "Seq Scan" not in feed and "Sort" not in feed, feed
+    assert "django_ojs_event_pkey" in feed and not seq_scans(feed) and "Sort" not in feed, feed
 
 
 def test_pruning_events_of_no_job_and_of_jobs_gone_reads_their_indexes():
@@ -406,8 +413,8 @@ def test_pruning_events_of_no_job_and_of_jobs_gone_reads_their_indexes():
         Job.objects.prune(100)
     deletes = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('DELETE FROM "django_ojs_event"')]
     no_job, orphans = (plan_of(sql) for sql in deletes[-2:])
-    assert "ojs_event_no_job" in no_job and "Seq Scan" not in no_job, no_job
-    assert "django_ojs_event_pkey" in orphans and "Seq Scan" not in orphans, orphans
+    assert "ojs_event_no_job" in no_job and not seq_scans(no_job), no_job
+    assert "django_ojs_event_pkey" in orphans and not seq_scans(orphans), orphans
 
 
 def test_the_dead_letter_lists_and_counts_from_its_own_index(api):
@@ -418,7 +425,7 @@ def test_the_dead_letter_lists_and_counts_from_its_own_index(api):
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Job._meta.db_table}")
     listed = plan_of(captured(lambda: api.get("/ojs/v1/dead-letter?limit=20"), '"finished_at" DESC'))
-    assert "ojs_job_dead_letter" in listed and "Seq Scan" not in listed, listed
+    assert "ojs_job_dead_letter" in listed and not seq_scans(listed), listed
     assert api.get("/ojs/v1/dead-letter/stats").json()["total"] == 300
 def test_one_queues_history_reads_its_own_buckets_through_their_index():
     """30 days of hours and two days of minutes for 20 queues: a read for one queue takes its own
@@ -441,7 +448,7 @@ def test_one_queues_history_reads_its_own_buckets_through_their_index():
         statement = captured(lambda period=period, since=since: history.series(period, since, now, now, "queue-07"),
                              'FROM "django_ojs_statsbucket"')
         plan = plan_of(statement)
-        assert "ojs_stats_bucket_queue" in plan and "Seq Scan" not in plan, (period, plan)
+        assert "ojs_stats_bucket_queue" in plan and not seq_scans(plan), (period, plan)
 
 
 def nodes_of(node: dict) -> list[dict]:
@@ -451,7 +458,7 @@ def nodes_of(node: dict) -> list[dict]:
 def sorts_of_job_rows(node: dict) -> list[dict]:
     """The Sort nodes of a JSON plan with a scan of the job table beneath them (CTE scans stop the search)."""
     def scans_jobs(below: dict) -> bool:
-        return below.get("Relation Name") == Job._meta.db_table or any(
+        return below.get("Relation Name", "").startswith(Job._meta.db_table) or any(
             scans_jobs(child) for child in below.get("Plans", []) if child.get("Parent Relationship") != "InitPlan")
 
     found = [node] if node["Node Type"] == "Sort" and scans_jobs(node) else []
@@ -484,7 +491,7 @@ def test_the_one_statement_fair_claim_reads_the_fair_index_and_no_backlog(settin
     indexes = {index for index in re.findall(r'"Index Name": "([a-z_0-9]+)"', text)}
     job_indexes = {index for index in indexes if index.startswith(("ojs_job", "django_ojs_job"))}
     # ojs_job_fair for the values and the shares; the primary key for the UPDATE of the rows locked.
-    assert job_indexes == {"ojs_job_fair", "django_ojs_job_pkey"}, indexes
+    assert job_indexes == {live_index("ojs_job_fair"), live_index("django_ojs_job_pkey")}, indexes
     assert not [node for node in nodes_of(plan[0]["Plan"])
-                if node["Node Type"] == "Seq Scan" and node.get("Relation Name") == Job._meta.db_table], text
+                if node["Node Type"] == "Seq Scan" and node.get("Relation Name", "").startswith(Job._meta.db_table)], text
     assert not sorts_of_job_rows(plan[0]["Plan"]), text

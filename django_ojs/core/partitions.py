@@ -1,0 +1,440 @@
+"""Job history in time partitions on PostgreSQL: the layout, its upkeep, and retention by DROP.
+
+One Django model and one logical table (``django_ojs_job``): every query of
+the core stays as it is, and only the physical layout changes on PostgreSQL
+(docs/how-to/history-partitions.md)::
+
+    django_ojs_job                      PARTITION BY LIST (state)
+      django_ojs_job_live               the non-terminal states: claims, ACK, BEAT, the reaper
+      django_ojs_job_completed          PARTITION BY RANGE (finished_at)
+        django_ojs_job_completed_YYYYMMDD   one per day (UTC)
+        django_ojs_job_completed_default    a day whose partition is missing: a finish never fails
+      django_ojs_job_cancelled  (same shape)
+      django_ojs_job_discarded  (same shape)
+
+A move to a terminal state is an UPDATE of ``state`` that PostgreSQL turns into
+row movement; a query that names a live state is pruned to the live partition
+at plan time, so the hot path never meets history. Retention drops whole day
+partitions (``maintain``) instead of deleting rows; rows in a DEFAULT partition,
+plain discards and the dead letter's cap keep the DELETE of ``maintenance.prune``.
+
+SQLite, and a PostgreSQL table not yet migrated (``manage.py ojs_partition
+migrate``, ``core/partition_migration.py``), keep one table: ``is_partitioned``
+says which layout a database has, and every caller works on both.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+from ..conf import ojs_settings
+from ..models import Event, Job, JobError, JobStep
+from ..protocol.states import TERMINAL, JobState
+
+logger = logging.getLogger("django_ojs.reaper")
+
+TABLE = "django_ojs_job"
+LIVE = f"{TABLE}_live"
+TERMINAL_STATES = tuple(sorted(state.value for state in TERMINAL))
+LIVE_STATES = tuple(sorted(state.value for state in JobState if state not in TERMINAL))
+# A condition that keeps a statement on the live partition at plan time, prepared or not, and
+# (on either layout) proves no partial index usable: none is on exactly these states. A hot
+# statement by id or seq adds it beside its own state test, which stays a parameter for that reason.
+LIVE_SQL = "(" + ", ".join(f"'{state}'" for state in LIVE_STATES) + ")"
+# Day partitions made ahead of time: today and the next ones, so a finish lands in its own day
+# even while the reaper is away for a while (the DEFAULT partition catches the rest).
+DAYS_AHEAD = 2
+# Model indexes that serve history only: not on the live partition.
+HISTORY_ONLY = frozenset({"ojs_job_finished", "ojs_job_dead_letter"})
+# Model indexes kept on the terminal partitions (besides seq, id and the GIN searches).
+ON_HISTORY = {
+    "ojs_job_finished": TERMINAL_STATES,
+    "ojs_job_dead_letter": (JobState.DISCARDED.value,),
+    "ojs_job_queue_state": TERMINAL_STATES,
+    "ojs_job_type": TERMINAL_STATES,
+}
+# The admin's searches (migrations 0003, 0008), on every partition.
+SEARCH_INDEXES = {
+    "ojs_job_meta": "CREATE INDEX {name} ON {table} USING gin (meta jsonb_path_ops)",
+    "ojs_job_args": "CREATE INDEX {name} ON {table} USING gin (args jsonb_path_ops)",
+}
+# DDL on the job tables waits at most this long for its lock, then gives up until the next pass:
+# a queue of claims must never line up behind a maintenance statement waiting for a long query.
+LOCK_TIMEOUT = "2s"
+# The advisory lock that keeps partition upkeep to one reaper at a time ("OJSP").
+UPKEEP_LOCK = 0x4F4A5350
+# Rows of a dropped partition whose errors, steps and events go per statement.
+FORGET_BATCH = 5_000
+
+# NOTIFY triggers (migrations 0002, 0011, 0021), recreated on the partitioned parent.
+NOTIFY_TRIGGERS = """
+CREATE TRIGGER django_ojs_job_available
+    AFTER UPDATE OF state ON {table}
+    FOR EACH ROW WHEN (NEW.state = 'available')
+    EXECUTE FUNCTION django_ojs_notify_available();
+CREATE TRIGGER django_ojs_job_inserted
+    AFTER INSERT ON {table}
+    REFERENCING NEW TABLE AS django_ojs_inserted
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION django_ojs_notify_inserted();
+CREATE TRIGGER django_ojs_job_settled
+    AFTER UPDATE OF finished_at ON {table}
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION django_ojs_notify_settled();
+"""
+# A job that comes back to the live partition from history (a dead-letter retry) is moved by an
+# UPDATE that PostgreSQL turns into a DELETE and an INSERT, firing no AFTER UPDATE row trigger:
+# the live partition's own INSERT trigger wakes the workers. A job PUSHed anew (enqueued as it
+# is created) does not satisfy its WHEN, which costs no function call.
+RETURNED_TRIGGER = """
+CREATE TRIGGER django_ojs_job_returned
+    AFTER INSERT ON {table}
+    FOR EACH ROW WHEN (NEW.state = 'available' AND NEW.enqueued_at > NEW.created_at)
+    EXECUTE FUNCTION django_ojs_notify_available();
+"""
+DROP_NOTIFY_TRIGGERS = """
+DROP TRIGGER IF EXISTS django_ojs_job_available ON {table};
+DROP TRIGGER IF EXISTS django_ojs_job_inserted ON {table};
+DROP TRIGGER IF EXISTS django_ojs_job_settled ON {table};
+"""
+
+
+def is_partitioned(using: Any = None) -> bool:
+    """Is the job table partitioned (PostgreSQL, migrated)? False on SQLite and for one plain table."""
+    conn = using or connection
+    if conn.vendor != "postgresql":
+        return False
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [TABLE])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "p"
+
+
+def width_days() -> int:
+    return int(ojs_settings.HISTORY_PARTITION_DAYS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The DDL of the tree
+
+
+@dataclass(frozen=True)
+class IndexTemplate:
+    """One index of a partition: its name's stem and its CREATE statement with ``{name}``/``{table}``."""
+
+    stem: str
+    sql: str
+
+    def create(self, table: str, suffix: str) -> str:
+        return self.sql.format(name=_quote(f"{self.stem}_{suffix}"), table=_quote(table))
+
+
+def index_templates(model: Any, editor: BaseDatabaseSchemaEditor) -> tuple[list[IndexTemplate], dict[str, list[IndexTemplate]]]:
+    """The live partition's indexes, and each terminal state's, from the model's own
+    definitions (the predicates stay exactly those the queries were written against)."""
+    quoted_table = _quote(model._meta.db_table)
+
+    def template(stem: str, statement: Any, *, unique: bool = True) -> IndexTemplate:
+        sql = str(statement).replace("{", "{{").replace("}", "}}")  # literal braces survive format()
+        sql = sql.replace(_quote(stem), "{name}", 1).replace(f"ON {quoted_table}", "ON {table}", 1)
+        if not unique:
+            sql = sql.replace("CREATE UNIQUE INDEX", "CREATE INDEX", 1)
+        return IndexTemplate(stem, sql.replace(f"{quoted_table}.", ""))
+
+    # seq and id: unique on the live partition, where every job is made and which every move
+    # leaves from; on history plain indexes (a partitioned index cannot be unique without the
+    # partition key, and rows arrive there from the live partition, unique already).
+    live = [
+        IndexTemplate(f"{TABLE}_pkey", "CREATE UNIQUE INDEX {name} ON {table} (seq)"),
+        IndexTemplate(f"{TABLE}_id_key", "CREATE UNIQUE INDEX {name} ON {table} (id)"),
+    ]
+    history: dict[str, list[IndexTemplate]] = {
+        state: [
+            IndexTemplate(f"{TABLE}_pkey", "CREATE INDEX {name} ON {table} (seq)"),
+            IndexTemplate(f"{TABLE}_id_key", "CREATE INDEX {name} ON {table} (id)"),
+        ]
+        for state in TERMINAL_STATES
+    }
+    for index in model._meta.indexes:
+        made = template(index.name, index.create_sql(model, editor))
+        if index.name not in HISTORY_ONLY:
+            live.append(made)
+        for state in ON_HISTORY.get(index.name, ()):
+            history[state].append(made)
+    for constraint in model._meta.constraints:  # the unique key: unique among live jobs only
+        live.append(template(constraint.name, constraint.create_sql(model, editor)))
+        for state in TERMINAL_STATES:  # found by unique.admit's explicit look at history
+            history[state].append(template(constraint.name, constraint.create_sql(model, editor), unique=False))
+    for stem, sql in SEARCH_INDEXES.items():
+        live.append(IndexTemplate(stem, sql))
+        for state in TERMINAL_STATES:
+            history[state].append(IndexTemplate(stem, sql))
+    return live, history
+
+
+def tree_statements(model: Any, editor: BaseDatabaseSchemaEditor, parent: str, *, like: str) -> list[str]:
+    """CREATE the partitioned tree under the name ``parent``, its columns those of ``like``.
+
+    Leaves and indexes get their final names (``django_ojs_job_live``, ...): they do not clash
+    with the plain table's, so the tree can be built beside it and renamed in at the swap.
+    ``seq`` takes its numbers from a sequence of its own (an identity column cannot be on a
+    partitioned table before PostgreSQL 17); the swap sets it past the plain table's.
+    """
+    live, history = index_templates(model, editor)
+    sequence = f"{parent}_seq"
+    statements = [
+        f"CREATE TABLE {_quote(parent)} (LIKE {_quote(like)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+        "INCLUDING STORAGE) PARTITION BY LIST (state)",
+        f"CREATE SEQUENCE {_quote(sequence)} OWNED BY {_quote(parent)}.seq",
+        f"ALTER TABLE {_quote(parent)} ALTER COLUMN seq SET DEFAULT nextval('{sequence}')",
+        f"CREATE TABLE {_quote(LIVE)} PARTITION OF {_quote(parent)} FOR VALUES IN ({_literals(LIVE_STATES)})",
+    ]
+    statements += [index.create(LIVE, "live") for index in live]
+    statements.append(RETURNED_TRIGGER.format(table=_quote(LIVE)))
+    for state in TERMINAL_STATES:
+        middle = f"{TABLE}_{state}"
+        statements.append(
+            f"CREATE TABLE {_quote(middle)} PARTITION OF {_quote(parent)} FOR VALUES IN ('{state}') "
+            "PARTITION BY RANGE (finished_at)"
+        )
+        statements += [index.create(middle, state) for index in history[state]]
+        statements += _leaf_statements(history[state], state, None, parent_of_leaf=middle)
+    return statements
+
+
+def _leaf_statements(
+    indexes: list[IndexTemplate], state: str, day: dt.date | None, *, parent_of_leaf: str
+) -> list[str]:
+    """A day's (or the DEFAULT) partition, made apart with its named indexes and then attached:
+    ATTACH takes a lighter lock on the parent than CREATE ... PARTITION OF, and the leaf's
+    indexes keep names an operator recognises in a plan (``ojs_job_finished_completed_20261127``)."""
+    suffix = f"{state}_{day:%Y%m%d}" if day else f"{state}_default"
+    leaf = f"{TABLE}_{suffix}"
+    if day is None:
+        bound = "DEFAULT"
+    else:
+        end = day + dt.timedelta(days=width_days())
+        bound = f"FOR VALUES FROM ('{day.isoformat()} 00:00:00+00') TO ('{end.isoformat()} 00:00:00+00')"
+    return [
+        f"CREATE TABLE {_quote(leaf)} (LIKE {_quote(parent_of_leaf)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+        "INCLUDING STORAGE)",
+        *(index.create(leaf, suffix) for index in indexes),
+        f"ALTER TABLE {_quote(parent_of_leaf)} ATTACH PARTITION {_quote(leaf)} {bound}",
+    ]
+
+
+def _quote(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _literals(values: Iterable[str]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
+# ---------------------------------------------------------------------------------------------
+# What is there
+
+
+@dataclass(frozen=True)
+class DayPartition:
+    name: str
+    state: str
+    start: dt.date | None  # None: the DEFAULT partition
+    end: dt.date | None
+
+
+def day_partitions(cursor: Any) -> list[DayPartition]:
+    """Every leaf under the terminal states' range partitions, oldest first per state."""
+    cursor.execute(
+        """SELECT leaf.relname, mid.relname, pg_get_expr(leaf.relpartbound, leaf.oid)
+           FROM pg_inherits AS up
+           JOIN pg_class AS mid ON mid.oid = up.inhrelid
+           JOIN pg_inherits AS down ON down.inhparent = mid.oid
+           JOIN pg_class AS leaf ON leaf.oid = down.inhrelid
+           WHERE up.inhparent = to_regclass(%s)""",
+        [TABLE],
+    )
+    found = []
+    for leaf, middle, bound in cursor.fetchall():
+        state = middle.removeprefix(f"{TABLE}_")
+        if bound == "DEFAULT":
+            found.append(DayPartition(leaf, state, None, None))
+            continue
+        # FOR VALUES FROM ('2026-11-27 00:00:00+00') TO ('2026-11-28 00:00:00+00')
+        parts = bound.split("'")
+        found.append(DayPartition(leaf, state, _date_of(parts[1]), _date_of(parts[3])))
+    return sorted(found, key=lambda p: (p.state, p.start is None, p.start or dt.date.min))
+
+
+def _date_of(text: str) -> dt.date:
+    return dt.datetime.fromisoformat(text.replace(" ", "T")).astimezone(dt.UTC).date()
+
+
+def oldest_day_starts() -> dict[str, dt.datetime]:
+    """Per terminal state, where its oldest day partition begins: the DELETE prune keeps below it
+    (rows there can only be in the DEFAULT partition), so day partitions go by DROP alone."""
+    starts: dict[str, dt.datetime] = {}
+    with connection.cursor() as cursor:
+        for partition in day_partitions(cursor):
+            if partition.start is not None and partition.state not in starts:
+                starts[partition.state] = dt.datetime.combine(partition.start, dt.time(), dt.UTC)
+    return starts
+
+
+def retention_of(state: str) -> dt.timedelta:
+    """How long a day partition of ``state`` is kept past its end: a discarded one holds dead
+    letters, kept longest (plain discards in it go earlier by the DELETE prune)."""
+    retention = ojs_settings.RETENTION
+    if state == JobState.DISCARDED.value:
+        return dt.timedelta(seconds=max(retention["discarded"], retention["dead_letter"]))
+    return dt.timedelta(seconds=retention[state])
+
+
+# ---------------------------------------------------------------------------------------------
+# Upkeep: the reaper's prune pass
+
+
+def maintain(now: dt.datetime, model: Any = None) -> dict[str, list[str]]:
+    """Create the coming days' partitions and drop those past retention; what it did, by name.
+
+    One reaper at a time (an advisory lock; the others skip). Each DDL statement waits at most
+    ``LOCK_TIMEOUT`` for its lock: a partition not made or dropped now is next pass's work.
+    """
+    done: dict[str, list[str]] = {"created": [], "dropped": []}
+    if not is_partitioned():
+        return done
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [UPKEEP_LOCK])
+        if not cursor.fetchone()[0]:
+            return done
+        existing = day_partitions(cursor)
+    done["created"] = _create_ahead(now, existing, model)
+    done["dropped"] = _drop_expired(now, existing)
+    for verb, names in done.items():
+        if names:
+            logger.info("job history partitions %s: %s", verb, ", ".join(names))
+    return done
+
+
+def days_to_cover(now: dt.datetime) -> list[dt.date]:
+    """The starts of the partitions for today and the next ``DAYS_AHEAD`` days (UTC)."""
+    width = width_days()
+    today = now.astimezone(dt.UTC).date()
+    first = dt.date.fromordinal(today.toordinal() - (today.toordinal() % width))
+    starts, day = [], first
+    while day <= today + dt.timedelta(days=DAYS_AHEAD):
+        starts.append(day)
+        day += dt.timedelta(days=width)
+    return starts
+
+
+def _create_ahead(now: dt.datetime, existing: list[DayPartition], model: Any) -> list[str]:
+    model = model or Job  # a migration passes its historical model
+    have = {(p.state, p.start) for p in existing}
+    created = []
+    with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        _, history = index_templates(model, editor)
+    for state in TERMINAL_STATES:
+        for day in days_to_cover(now):
+            if (state, day) in have:
+                continue
+            if _overlaps(existing, state, day):
+                continue  # a partition of another width holds some of these days
+            statements = _leaf_statements(history[state], state, day, parent_of_leaf=f"{TABLE}_{state}")
+            if _run_ddl(statements, f"create the {state} partition of {day}"):
+                created.append(f"{TABLE}_{state}_{day:%Y%m%d}")
+    return created
+
+
+def _overlaps(existing: list[DayPartition], state: str, day: dt.date) -> bool:
+    """Would a partition from ``day`` overlap one of ``state`` made with another width? Its days
+    then go to the DEFAULT partition until the next partition of the new width begins."""
+    end = day + dt.timedelta(days=width_days())
+    return any(p.state == state and p.start and p.end and p.start < end and day < p.end for p in existing)
+
+
+def _drop_expired(now: dt.datetime, existing: list[DayPartition]) -> list[str]:
+    dropped = []
+    for partition in existing:
+        if partition.end is None:
+            continue
+        end = dt.datetime.combine(partition.end, dt.time(), dt.UTC)
+        if end > now - retention_of(partition.state):
+            continue
+        forget_history_of(partition.name)
+        if _run_ddl([f"DROP TABLE {_quote(partition.name)}"], f"drop {partition.name}"):
+            dropped.append(partition.name)
+    return dropped
+
+
+def forget_history_of(leaf: str, batch: int = FORGET_BATCH) -> int:
+    """Delete what belongs to the jobs of one partition about to be dropped: their errors,
+    durable steps and (``EVENTS_KEPT_WITH_JOB``) events, set-based, joined to the partition,
+    in batches of ``batch`` jobs, each its own transaction. Returns how many jobs it walked."""
+    table = _quote(leaf)
+    walked, after = 0, 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SELECT max(seq), count(*) FROM (SELECT seq FROM {table} WHERE seq > %s "
+                           "ORDER BY seq LIMIT %s) AS b", [after, batch])
+            last, count = cursor.fetchone()
+            if not count:
+                return walked
+            jobs = f"SELECT {{column}} FROM {table} WHERE seq > %s AND seq <= %s"
+            for related in (JobError, JobStep):
+                cursor.execute(
+                    f"DELETE FROM {_quote(related._meta.db_table)} WHERE job_id IN ({jobs.format(column='seq')})",
+                    [after, last],
+                )
+            if ojs_settings.EVENTS_KEPT_WITH_JOB:
+                cursor.execute(
+                    f"DELETE FROM {_quote(Event._meta.db_table)} WHERE job_id IN ({jobs.format(column='id')})",
+                    [after, last],
+                )
+        walked += count
+        after = last
+
+
+def _run_ddl(statements: list[str], what: str) -> bool:
+    """Run ``statements`` in one transaction under ``LOCK_TIMEOUT``; False (logged) when it could not."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            for statement in statements:
+                cursor.execute(statement)
+    except Exception as exc:  # a lock not had in time, rows of that day in the DEFAULT partition
+        logger.warning("job history partitions: could not %s (%s); next pass tries again", what, exc)
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# What an operator sees
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    name: str
+    holds: str
+    rows: int
+
+
+def status() -> Iterator[PartitionRow]:
+    """Every partition of the job table with what it holds and its rows (exact counts)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {_quote(LIVE)}")
+        yield PartitionRow(LIVE, ", ".join(LIVE_STATES), cursor.fetchone()[0])
+        for partition in day_partitions(cursor):
+            cursor.execute(f"SELECT count(*) FROM {_quote(partition.name)}")
+            if partition.start is None:
+                holds = f"{partition.state}, days without a partition"
+            else:
+                holds = f"{partition.state}, finished {partition.start} .. {partition.end}"
+            yield PartitionRow(partition.name, holds, cursor.fetchone()[0])

@@ -1,0 +1,60 @@
+"""Retry a transaction that met a row another one moved to another partition.
+
+On a partitioned job table (``core/partitions.py``) a move to a terminal state
+moves the row to another partition. A statement of READ COMMITTED that then
+locks or updates that row -- an ACK waiting on a job a cancel held, a claim
+whose snapshot still saw it available -- cannot follow it as it follows an
+update in place: PostgreSQL fails it with SQLSTATE 40001 ("tuple to be locked
+was already moved to another partition due to concurrent update"). Nothing of
+the failed transaction was written, so running it again meets the row where it
+is now, and the race ends as it does on one table: a 409 (lease lost, invalid
+transition), a job skipped, never a 500 or a crashed worker.
+
+Only a transaction the operation owns can be run again: inside a caller's
+``transaction.atomic()`` the error goes to the caller, whose transaction is lost.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.db import OperationalError, connection
+
+T = TypeVar("T")
+
+# Each retry meets the row's newer version; a row moves to history once, so two are rare.
+ATTEMPTS = 5
+SERIALIZATION_FAILURE = "40001"
+MOVED = "moved to another partition"
+
+
+def is_row_moved(exc: BaseException) -> bool:
+    """Is ``exc`` PostgreSQL's refusal to follow a row into another partition?"""
+    cause = exc.__cause__ or exc
+    return getattr(cause, "sqlstate", None) == SERIALIZATION_FAILURE and MOVED in str(exc)
+
+
+def retried(operation: Callable[[], T]) -> T:
+    """Run ``operation`` (one transaction of its own, or one statement), again while it
+    meets a moved row; at most ``ATTEMPTS`` times. In a caller's transaction, once."""
+    if connection.in_atomic_block:
+        return operation()
+    for attempt in range(ATTEMPTS):
+        try:
+            return operation()
+        except OperationalError as exc:
+            if not is_row_moved(exc) or attempt == ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def retried_on_row_movement(function: Callable[..., T]) -> Callable[..., T]:
+    """``retried`` as a decorator, for an operation that is one transaction (or one statement)."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> T:
+        return retried(lambda: function(*args, **kwargs))
+
+    return run

@@ -1,0 +1,521 @@
+"""The job history in day partitions (core/partitions.py) and the online migration to it
+(core/partition_migration.py), on real PostgreSQL with real concurrent connections.
+
+The test database is made by the migrations, so it is partitioned (migration 0024 on an
+empty table); the migration tests turn it back into one plain table first (the way back,
+``unpartition``), fill it, and migrate it again while a writer works on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.core.management import call_command
+from django.db import connection, connections, transaction
+
+from django_ojs.core import partition_migration, partitions
+from django_ojs.core.types import Lease
+from django_ojs.models import Job, JobError
+from django_ojs.protocol.errors import InvalidTransition
+from django_ojs.protocol.failure import Failure
+from tests.bench.fill import fill
+from tests.core.pg.test_query_plans import captured, plan_of
+from tests.helpers import update
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def scanned(plan: str) -> set[str]:
+    """The job tables (partitions) the plan's scan nodes read."""
+    found = set()
+    for line in plan.splitlines():
+        if "Scan" in line and " on django_ojs_job" in line and "Bitmap Index Scan" not in line:
+            found.add(line.split(" on ", 1)[1].split()[0])
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The layout
+
+
+def test_the_test_database_is_partitioned_and_the_day_partitions_exist():
+    assert partitions.is_partitioned()
+    with connection.cursor() as cursor:
+        names = {p.name for p in partitions.day_partitions(cursor)}
+    today = dt.datetime.now(dt.UTC).date()
+    for state in partitions.TERMINAL_STATES:
+        assert f"django_ojs_job_{state}_{today:%Y%m%d}" in names
+        assert f"django_ojs_job_{state}_default" in names
+
+
+def test_a_finished_job_moves_to_its_day_and_back_to_live_when_retried(push):
+    job = push(type="a.b")
+    [claimed] = Job.objects.fetch([job.queue], worker_id="w1")
+    Job.objects.fail(claimed.id, Failure(type="Boom", message="no", retryable=False))
+    today = dt.datetime.now(dt.UTC).date()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM django_ojs_job_discarded_{today:%Y%m%d} WHERE id = %s", [job.id])
+        assert cursor.fetchone()[0] == 1
+    Job.objects.resurrect(job.id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM django_ojs_job_live WHERE id = %s", [job.id])
+        assert cursor.fetchone()[0] == 1
+    assert JobError.objects.filter(job_id=job.seq).count() == 1
+
+
+def test_a_job_retried_from_the_dead_letter_wakes_the_workers_of_its_queue(push):
+    job = push(type="a.b", queue="wake")
+    [claimed] = Job.objects.fetch(["wake"], worker_id="w1")
+    Job.objects.fail(claimed.id, Failure(type="Boom", message="no", retryable=False))
+    db = connections["default"].settings_dict
+    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
+                         user=db["USER"] or None, autocommit=True) as listener:
+        listener.execute("LISTEN ojs_available")
+        Job.objects.resurrect(job.id)
+        heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
+    assert heard == ["wake"]
+
+
+@pytest.mark.parametrize(
+    ("operation", "marker"),
+    [
+        (lambda: Job.objects.fetch(["plans"], count=10), "FOR UPDATE SKIP LOCKED"),
+        (lambda: Job.objects.requeue_lapsed(100), "lease_expires_at"),
+        (lambda: Job.objects.promote_due(100), "run_at"),
+        (lambda: Job.objects.fail_timed_out(100), "deadline_at"),
+    ],
+)
+def test_the_hot_statements_read_the_live_partition_only(operation, marker):
+    from tests.core.pg.test_query_plans import fill as fill_plans
+
+    fill_plans("available", 2000)
+    fill_plans("completed", 2000, finished_at="now()")
+    plan = plan_of(captured(operation, marker))
+    assert scanned(plan) and all(t == "django_ojs_job_live" for t in scanned(plan)), plan
+
+
+def test_ack_and_heartbeat_statements_are_pruned_to_the_live_partition(claim):
+    job = claim("w1")
+    with connection.cursor() as cursor:
+        for statement in (
+            "UPDATE django_ojs_job SET state = 'completed', finished_at = now() WHERE id = %s AND state = 'active'",
+            "UPDATE django_ojs_job SET lease_expires_at = now() WHERE worker_id = 'w1' AND state = 'active'",
+        ):
+            cursor.execute("BEGIN")
+            cursor.execute("EXPLAIN " + statement, [job.id] if "%s" in statement else [])
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            cursor.execute("ROLLBACK")
+            assert scanned(plan) == {"django_ojs_job_live"}, plan
+
+
+def test_prepared_statements_still_prune_to_the_live_partition(claim):
+    """A generic plan (as PgBouncer-safe sessions force, core/pg/prepared.py) prunes at plan time:
+    the states are constants in the statement, not parameters."""
+    job = claim("w1")
+    db = connections["default"].settings_dict
+    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
+                         user=db["USER"] or None, autocommit=True) as conn:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute(
+            "PREPARE partition_ack(uuid) AS UPDATE django_ojs_job SET state = 'completed', finished_at = now() "
+            "WHERE id = $1 AND state IN ('active')"
+        )
+        with conn.transaction():
+            rows = conn.execute(f"EXPLAIN EXECUTE partition_ack('{job.id}')").fetchall()
+            plan = "\n".join(row[0] for row in rows)
+            raise_rollback = psycopg.Rollback()
+            raise raise_rollback
+    assert scanned(plan) == {"django_ojs_job_live"}, plan
+
+
+def test_the_engines_prepared_statements_run_generic_plans_on_the_live_partition_only(push):
+    """The claim, the ACK and the worker's turn as core/pg/prepared.py prepares them: their
+    generic plans, made once for any parameters, touch no history partition."""
+    from django_ojs.core.types import Lease, Settlement
+    from django_ojs.models import Worker
+    from tests.core.pg.test_query_plans import generic_plan, stale_backlog
+
+    connection.close()  # a session of its own: no statement an earlier test prepared
+    stale_backlog()
+    Worker.objects.register("w1")
+    for _ in range(2):
+        [job] = Job.objects.fetch(["plans"], count=1, worker_id="w1")
+        Job.objects.ack(job.id, lease=Lease("w1", 1))
+    for marker in ("candidates AS MATERIALIZED", "WITH acked AS"):
+        plan = generic_plan(marker)
+        assert scanned(plan) == {"django_ojs_job_live"}, plan
+    connection.close()  # a fresh session: the turn's statement alone holds the claim's CTEs
+    for _ in range(2):
+        running = Job.objects.fetch(["plans"], count=5, worker_id="w1")
+        Job.objects.settle_and_fetch("w1", [Settlement(j.id, Lease("w1", j.attempt)) for j in running], ["plans"], 5)
+    plan = generic_plan("settlement AS MATERIALIZED")
+    assert scanned(plan) == {"django_ojs_job_live"}, plan
+    connection.close()
+
+
+def test_a_chosen_id_of_a_finished_job_is_a_duplicate(push, spec):
+    from django_ojs.protocol.errors import Duplicate
+
+    job = push(type="a.b")
+    Job.objects.cancel(job.id)
+    with pytest.raises(Duplicate):
+        Job.objects.push(spec(type="a.b", id=str(job.id)))
+
+
+def test_a_unique_key_held_by_a_completed_job_rejects_a_new_one(push):
+    from django_ojs.protocol.errors import DuplicateJob
+
+    unique = {"keys": ["type"], "states": ["available", "active", "completed"], "on_conflict": "reject"}
+    first = push(type="u.once", options={"unique": unique})
+    [claimed] = Job.objects.fetch([first.queue], worker_id="w1")
+    Job.objects.ack(claimed.id)
+    with pytest.raises(DuplicateJob):
+        push(type="u.once", options={"unique": unique})
+
+
+# --------------------------------------------------------------------------------------------
+# Upkeep and retention
+
+
+def test_the_prune_pass_drops_day_partitions_past_retention_with_their_history(ojs, push):
+    ojs(RETENTION={**partitions.ojs_settings.RETENTION, "completed": 86400})
+    now = dt.datetime.now(dt.UTC)
+    old_day = (now - dt.timedelta(days=5)).date()
+    with connection.cursor() as cursor, connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        _, history = partitions.index_templates(Job, editor)
+        for statement in partitions._leaf_statements(history["completed"], "completed", old_day,
+                                                     parent_of_leaf="django_ojs_job_completed"):
+            cursor.execute(statement)
+    job = push(type="a.b")
+    [claimed] = Job.objects.fetch([job.queue], worker_id="w1")
+    Job.objects.ack(claimed.id)
+    finished = dt.datetime.combine(old_day, dt.time(12), dt.UTC)
+    update(job, finished_at=finished, completed_at=finished)
+    JobError.objects.create(job_id=job.seq, attempt=1, type="Boom", occurred_at=finished)
+
+    pruned = Job.objects.prune(100)
+
+    assert pruned["partitions_dropped"] >= 1
+    assert not Job.objects.filter(seq=job.seq).exists()
+    assert not JobError.objects.filter(job_id=job.seq).exists()
+    with connection.cursor() as cursor:
+        names = {p.name for p in partitions.day_partitions(cursor)}
+    assert f"django_ojs_job_completed_{old_day:%Y%m%d}" not in names
+
+
+def test_the_default_partition_catches_a_day_without_one_and_the_delete_prune_empties_it(ojs, push):
+    ojs(RETENTION={**partitions.ojs_settings.RETENTION, "completed": 86400})
+    job = push(type="a.b")
+    [claimed] = Job.objects.fetch([job.queue], worker_id="w1")
+    Job.objects.ack(claimed.id)
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+    update(job, finished_at=long_ago)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM django_ojs_job_completed_default WHERE seq = %s", [job.seq])
+        assert cursor.fetchone()[0] == 1
+    assert Job.objects.prune(100)["completed"] == 1
+
+
+def test_status_command_lists_the_partitions(capsys):
+    call_command("ojs_partition", "status")
+    out = capsys.readouterr().out
+    assert "partitioned" in out and "django_ojs_job_live" in out and "django_ojs_job_completed_default" in out
+
+
+# --------------------------------------------------------------------------------------------
+# Row movement races: two real connections
+
+
+def test_an_ack_racing_a_cancel_that_moved_the_row_is_a_409_not_a_500(claim):
+    job = claim("w1")
+    started, release = threading.Event(), threading.Event()
+    outcome: list[Any] = []
+
+    def cancel_and_hold() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.cancel(job.id)
+                started.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    def ack() -> None:
+        try:
+            Job.objects.ack(job.id, lease=Lease(attempt=1, worker_id="w1"))
+            outcome.append("acked")
+        except InvalidTransition as exc:
+            outcome.append(exc)
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    canceller = threading.Thread(target=cancel_and_hold)
+    canceller.start()
+    assert started.wait(30)
+    acker = threading.Thread(target=ack)
+    acker.start()
+    time.sleep(0.3)  # the ACK waits on the row the cancel holds (it cannot be observed to wait sooner)
+    release.set()
+    canceller.join(30)
+    acker.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], InvalidTransition), outcome
+    assert Job.objects.get(seq=job.seq).state == "cancelled"
+
+
+def test_a_lock_waiting_on_a_row_that_moved_runs_again_and_finds_it_gone(push):
+    """``retried``: the first try fails with 40001 ("moved to another partition"), the second
+    no longer finds the job among the available ones."""
+    from django_ojs.core.row_movement import retried
+
+    job = push(type="a.b", queue="race")
+    started, release = threading.Event(), threading.Event()
+    tries: list[Any] = []
+
+    def cancel_and_hold() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.cancel(job.id)
+                started.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    def lock_available() -> list[int]:
+        tries.append(1)
+        with transaction.atomic():
+            if len(tries) == 1:
+                threading.Timer(0.3, release.set).start()  # the lock below waits on the canceller first
+            return list(Job.objects.select_for_update().filter(queue="race", state="available")
+                        .values_list("seq", flat=True))
+
+    canceller = threading.Thread(target=cancel_and_hold)
+    canceller.start()
+    assert started.wait(30)
+    # The snapshot of the statement still sees the job available; its lock finds it moved.
+    found = retried(lock_available)
+    canceller.join(30)
+    assert found == [] and len(tries) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The online migration
+
+
+@pytest.fixture
+def plain_table() -> Iterator[None]:
+    """The job table as one plain table, as before migration 0024; partitioned again after."""
+    with transaction.atomic(), connection.schema_editor() as editor:
+        partition_migration.unpartition(Job, editor)
+    assert not partitions.is_partitioned()
+    yield
+    if not partitions.is_partitioned():
+        with transaction.atomic():
+            partition_migration.partition_in_place(Job)
+    partition_migration.drop_old()
+
+
+class Writer(threading.Thread):
+    """Pushes, claims, acks and cancels jobs of its own queue on its own connection until told
+    to stop; remembers each job's last state it brought about, and its longest wait."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.states: dict[Any, str] = {}
+        self.longest = 0.0
+        self.operations = 0
+        self.errors: list[BaseException] = []
+        self.spans: list[tuple[float, float]] = []
+
+    def timed(self, operation: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return operation()
+        finally:
+            ended = time.monotonic()
+            self.longest = max(self.longest, ended - began)
+            self.spans.append((began, ended))
+            self.operations += 1
+
+    def longest_within(self, start: float, end: float) -> float:
+        """The longest operation that overlapped [start, end]."""
+        return max((e - b for b, e in self.spans if b <= end and e >= start), default=0.0)
+
+    def run(self) -> None:
+        from django_ojs.protocol.envelope import parse_job
+
+        try:
+            while not self.stop.is_set():
+                pushed = self.timed(lambda: Job.objects.push_many(
+                    [parse_job({"type": "mig.job", "args": [], "queue": "mig"}) for _ in range(5)]))
+                for job in pushed:
+                    self.states[job.id] = "available"
+                claimed = self.timed(lambda: Job.objects.fetch(["mig"], count=3, worker_id="writer"))
+                for job in claimed:
+                    self.timed(lambda job=job: Job.objects.ack(job.id, lease=Lease(attempt=job.attempt)))
+                    self.states[job.id] = "completed"
+                victim = pushed[-1]
+                if self.states[victim.id] == "available":
+                    try:
+                        self.timed(lambda victim=victim: Job.objects.cancel(victim.id))
+                        self.states[victim.id] = "cancelled"
+                    except InvalidTransition:
+                        pass
+        except BaseException as exc:
+            self.errors.append(exc)
+        finally:
+            connections.close_all()
+
+
+def _row_digest(table: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT md5(string_agg(t::text, ',' ORDER BY seq)) FROM {table} AS t WHERE queue <> 'mig'")
+        return cursor.fetchone()[0]
+
+
+def migrate_under_load(jobs: int, *, batch_size: int, halves: bool, timed_swap: bool = False) -> dict[str, Any]:
+    """Fill, then migrate while a writer works; the figures (the checks are the caller's)."""
+    fill(jobs)
+    filled = _row_digest("django_ojs_job")
+    writer = Writer()
+    writer.start()
+    began = time.monotonic()
+    try:
+        if halves:  # the first run stops midway (as if killed); the second resumes
+            first = partition_migration.run(Job, batch_size=batch_size, max_batches=max(1, jobs // batch_size // 2))
+            assert first.swapped_at is None and 0 < first.copied_through < first.copy_until
+        # The second run, its copy and its swap timed apart.
+        progress = None if timed_swap else partition_migration.run(Job, batch_size=batch_size)
+        if timed_swap:
+            while not partition_migration.copy_batch(batch_size).copied_all:
+                pass
+            swap_began = time.monotonic()
+            partition_migration.swap()
+            swap_ended = time.monotonic()
+        done = progress or partition_migration.progress()
+        took = time.monotonic() - began
+        time.sleep(0.5)  # the writer works on the partitioned table a moment
+    finally:
+        writer.stop.set()
+        writer.join(60)
+    assert not writer.errors, writer.errors
+    assert done.swapped_at is not None and partitions.is_partitioned()
+    figures = {"took": took, "filled": filled, "writer": writer}
+    if timed_swap:
+        figures["swap"] = swap_ended - swap_began
+        figures["longest_in_swap"] = writer.longest_within(swap_began, swap_ended)
+        figures["longest_in_copy"] = writer.longest_within(began, swap_began)
+    return figures
+
+
+def check_migrated(jobs: int, figures: dict[str, Any]) -> None:
+    writer: Writer = figures["writer"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), count(DISTINCT seq), count(DISTINCT id) FROM django_ojs_job")
+        total, seqs, ids = cursor.fetchone()
+        assert total == seqs == ids == jobs + len(writer.states)
+    # Every job the writer did not touch is there as it was, byte for byte.
+    assert _row_digest("django_ojs_job") == figures["filled"]
+    # Every job the writer touched, in the last state it brought about.
+    stored = dict(Job.objects.filter(queue="mig").values_list("id", "state"))
+    assert stored == writer.states
+    # Finished jobs sit in their day's partition, not the DEFAULT one (the days kept have one).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM django_ojs_job_completed_default")
+        assert cursor.fetchone()[0] == 0
+
+
+def check_the_app_works_on_it(push) -> None:
+    job = push(type="after.migration", queue="after")
+    [claimed] = Job.objects.fetch(["after"], worker_id="w9")
+    Job.objects.ack(claimed.id, lease=Lease(attempt=1, worker_id="w9"))
+    assert Job.objects.get(id=job.id).state == "completed"
+    dead = push(type="after.dead", queue="after", options={"retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}})
+    [claimed] = Job.objects.fetch(["after"], worker_id="w9")
+    Job.objects.fail(claimed.id, Failure(type="Boom", message="no", retryable=False))
+    assert Job.objects.filter(id=dead.id, state="discarded", dead_letter=True).exists()
+    assert job.seq < dead.seq  # numbering goes on past the copied rows
+
+
+def test_the_online_migration_under_a_concurrent_writer_keeps_every_job_once(plain_table, push, ojs):
+    jobs = 20_000
+    figures = migrate_under_load(jobs, batch_size=1500, halves=True)
+    check_migrated(jobs, figures)
+    check_the_app_works_on_it(push)
+    # Retention drops the filled days (7 of them) once past it; their error history goes first.
+    ojs(RETENTION={**partitions.ojs_settings.RETENTION, "completed": 2 * 86400, "cancelled": 2 * 86400})
+    before = Job.objects.filter(state="completed").count()
+    pruned = Job.objects.prune(500)
+    assert pruned["partitions_dropped"] >= 8
+    assert 0 < Job.objects.filter(state="completed").count() < before
+    assert partition_migration.drop_old()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("OJS_MIGRATION_BIG"), reason="set OJS_MIGRATION_BIG=<jobs> to run")
+def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
+    jobs = int(os.environ["OJS_MIGRATION_BIG"])
+    figures = migrate_under_load(jobs, batch_size=int(os.environ.get("OJS_MIGRATION_BATCH", "5000")), halves=True,
+                                 timed_swap=True)
+    check_migrated(jobs, figures)
+    check_the_app_works_on_it(push)
+    writer: Writer = figures["writer"]
+    with capsys.disabled():
+        print(f"\nmigrated {jobs:,} jobs in {figures['took']:.1f} s; the writer ran {writer.operations:,} "
+              f"operations meanwhile, the longest took {writer.longest * 1000:.0f} ms; the swap held its lock "
+              f"{figures['swap'] * 1000:.0f} ms (longest writer operation across it "
+              f"{figures['longest_in_swap'] * 1000:.0f} ms, during the copy {figures['longest_in_copy'] * 1000:.0f} ms)")
+
+
+def test_migrating_back_to_0023_makes_one_plain_table_with_every_job_and_forward_again(push, claim):
+    waiting, running = push(type="a.b"), claim("w1")
+    Job.objects.ack(running.id)
+    JobError.objects.create(job_id=running.seq, attempt=1, type="Boom", occurred_at=dt.datetime.now(dt.UTC))
+    try:
+        call_command("migrate", "django_ojs", "0023", verbosity=0)
+        assert not partitions.is_partitioned()
+        with connection.cursor() as cursor:  # the foreign key is back, so its referent is unique again
+            cursor.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'django_ojs_joberror'::regclass "
+                           "AND contype = 'f'")
+            assert cursor.fetchone()[0] == 1
+            cursor.execute("SELECT state FROM django_ojs_job ORDER BY seq")
+            assert [row[0] for row in cursor.fetchall()] == ["available", "completed"]
+    finally:
+        call_command("migrate", "django_ojs", verbosity=0)
+    assert partitions.is_partitioned()
+    assert Job.objects.get(id=waiting.id).state == "available"
+    assert Job.objects.get(id=running.id).errors.count() == 1
+    newer = push(type="a.b")
+    assert newer.seq > running.seq
+
+
+def test_a_new_partition_width_never_overlaps_the_partitions_made_before(ojs, caplog):
+    month = 30 * 86400
+    ojs(HISTORY_PARTITION_DAYS=7, RETENTION={**partitions.ojs_settings.RETENTION, "completed": month,
+                                             "cancelled": month, "discarded": month})
+    assert not partitions.maintain(dt.datetime.now(dt.UTC))["created"]  # today's one-day partitions stand
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=10)
+    made = partitions.maintain(later)["created"]  # clear of them: the new width's
+    try:
+        assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.records
+        with connection.cursor() as cursor:
+            spans = [(p.state, p.start, p.end) for p in partitions.day_partitions(cursor) if p.start]
+        for state in partitions.TERMINAL_STATES:
+            mine = sorted((start, end) for s, start, end in spans if s == state)
+            assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(mine)), mine
+            [(start, end)] = [(start, end) for start, end in mine if start <= later.date() < end]
+            assert end - start == dt.timedelta(days=7)
+    finally:
+        with connection.cursor() as cursor:
+            for name in made:
+                cursor.execute(f"DROP TABLE {name}")
