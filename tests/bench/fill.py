@@ -16,6 +16,8 @@ arguments of about 300 KB.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.db import connection, transaction
 
 from django_ojs.models import Job, JobError, StatsBucket
@@ -181,6 +183,7 @@ def fill_scale(finished: int, waiting: int, batch: int = 500_000, report=print) 
     jobs = _FILL_JOBS.replace("STATE_CASE", _SPLIT_STATES).replace("CREATED", _FINISHED_THEN_WAITING)
     with connection.cursor() as cursor:
         _empty(cursor)
+        _make_day_partitions()
         indexes = _drop_indexes(cursor, [Job._meta.db_table, JobError._meta.db_table])
         cursor.execute("SELECT setseed(0.42)")
         for first in range(1, count + 1, batch):
@@ -198,6 +201,18 @@ def fill_scale(finished: int, waiting: int, batch: int = 500_000, report=print) 
         _fill_history(cursor)
         report("  statistics history written")
     _settle()
+
+
+def _make_day_partitions() -> None:
+    """On a table partitioned by state (core/partitions.py), the partitions of the days filled, as a
+    reaper running all along would have made them: its upkeep makes only today's and the coming days'."""
+    from django.utils import timezone
+
+    from django_ojs.core import partitions
+
+    now = timezone.now()
+    for back in range(DAYS + 1, -1, -1):
+        partitions.maintain(now - dt.timedelta(days=back))
 
 
 def _empty(cursor) -> None:
