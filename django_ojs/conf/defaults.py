@@ -165,7 +165,8 @@ DEFAULTS: dict[str, Any] = {
     # Days of finished jobs one history partition holds, on a partitioned
     # PostgreSQL job table ([History partitions](../how-to/history-partitions.md)):
     # retention drops a partition once all of it is past its state's retention.
-    # A change applies to the partitions made after it.
+    # Discarded jobs' partitions hold at least 30 days (each discarded job goes at
+    # its own "kept until"). A change applies to the partitions made after it.
     "HISTORY_PARTITION_DAYS": 1,
     # -- Progress (ojs-progress) ----------------------------------------------
     # Seconds between two `job.progress` events of one job, beside the first

@@ -100,9 +100,9 @@ def prune(limit: int) -> dict[str, int]:
     """Delete finished jobs and events past their retention (``OJS["RETENTION"]``).
 
     On a partitioned job table (``core/partitions.py``) whole day partitions go first, by
-    DROP, and the coming days' are made; the DELETEs below then reach only rows older than
-    every day partition of their state (the DEFAULT partition's), plain discards kept in a
-    dead letter's day, and the dead letter past its cap.
+    DROP, and the coming days' are made; the DELETEs below then reach only completed and
+    cancelled rows older than every day partition of their state (the DEFAULT partition's),
+    and discarded jobs, plain discards and dead letters, each at its own retention.
     """
     retention = ojs_settings.RETENTION
     now = db_now()
@@ -117,9 +117,11 @@ def prune(limit: int) -> dict[str, int]:
     ):
         cutoff = now - dt.timedelta(seconds=retention[key])
         # The rest go with their partition, up to one partition's width past their retention;
-        # a retention shorter than that width keeps the DELETE (those partitions go empty).
-        by_drop = retention[key] >= partitions.width_days() * 86400
-        if dead_letter is not False and state.value in day_starts and by_drop:
+        # a retention shorter than that width keeps the DELETE (those partitions go empty), and
+        # so do discarded jobs, dead letters too: their partitions are wide (core/partitions.py
+        # DISCARDED_MIN_DAYS), and each goes at its own "kept until", as every surface says.
+        by_drop = dead_letter is None and retention[key] >= partitions.width_days(state.value) * 86400
+        if state.value in day_starts and by_drop:
             cutoff = min(cutoff, day_starts[state.value])
         older = Job.objects.filter(state=state, finished_at__lt=cutoff)
         if dead_letter is not None:

@@ -98,7 +98,7 @@ def _build_tree(model: Any) -> None:
             oldest = cursor.fetchone()[0]
             kept_from = now - partitions.retention_of(state)
             first = max(oldest, kept_from) if oldest is not None else now
-            for day in _days_from(first, now):
+            for day in _days_from(first, now, state):
                 statements = partitions._leaf_statements(
                     history[state], state, day, parent_of_leaf=f"{TABLE}_{state}"
                 )
@@ -106,9 +106,9 @@ def _build_tree(model: Any) -> None:
                     cursor.execute(statement)
 
 
-def _days_from(first: dt.datetime, now: dt.datetime) -> list[dt.date]:
-    width = partitions.width_days()
-    covered = partitions.days_to_cover(now)
+def _days_from(first: dt.datetime, now: dt.datetime, state: str) -> list[dt.date]:
+    width = partitions.width_days(state)
+    covered = partitions.days_to_cover(now, state)
     day = first.astimezone(dt.UTC).date()
     day = dt.date.fromordinal(day.toordinal() - (day.toordinal() % width))
     days = []
