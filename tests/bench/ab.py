@@ -1,6 +1,6 @@
 """A/B in one run: a function of the code as committed at a git revision against the working tree's.
 
-    python -m tests.bench.ab bulk|single|worker [--rev HEAD] [--rounds 6] [--size 10]
+    python -m tests.bench.ab bulk|single|worker|events|layout [--rev HEAD] [--rounds 6] [--size 10]
 
 The old module is loaded from ``git show <rev>:<path>`` beside the new one, and
 the measured call is pointed at one or the other, alternating round by round on
@@ -136,7 +136,30 @@ def events_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], 
     return (lambda: run("off")), (lambda: run("events_off"))
 
 
-CASES = {"bulk": bulk_case, "single": single_case, "worker": worker_case, "events": events_case}
+def layout_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """The working tree's 2 × 10 workers on the job table as one plain table (old) and partitioned
+    by state (new, core/partitions.py): the database migrated back before 0024 and forward again,
+    on one database, before each run (an empty table: the migration partitions it in place)."""
+    from django.core.management import call_command
+
+    from django_ojs.core import partitions
+
+    from . import workers
+    from .plan import Run, Sizes
+
+    context = Run(stage=CURRENT_STAGE[0], sizes=Sizes(jobs=jobs), peer=False, peer_note="")
+
+    def run(partitioned: bool) -> float:
+        call_command("migrate", "django_ojs", "0024" if partitioned else "0023", verbosity=0)
+        if partitions.is_partitioned() != partitioned:
+            raise SystemExit(f"the job table is not {'partitioned' if partitioned else 'plain'}")
+        return workers.ours(context, 2, 10)
+
+    return (lambda: run(False)), (lambda: run(True))
+
+
+CASES = {"bulk": bulk_case, "single": single_case, "worker": worker_case, "events": events_case,
+         "layout": layout_case}
 CURRENT_STAGE: list = []
 # The enqueuing process's CPU per job (µs) of the last run, where the case measures it.
 CPU_US: list[float] = []
