@@ -16,7 +16,7 @@ from ..protocol.envelope import check_batch_size, parse_batch, parse_job, parse_
 from ..protocol.errors import NotFound
 from ..protocol.retry import parse_policy
 from .base import AnsweringView, OJSView, Reply
-from .media import check_each_storable
+from .media import admit_items
 
 
 def default_retry():
@@ -71,14 +71,7 @@ class BatchView(OJSView):
         return ojs_settings.MAX_BATCH_BYTES
 
     def admit_body(self, data: Any) -> None:
-        """The cheap refusals first: the job count, then each job's size (``check_each_storable``)."""
-        jobs = data.get("jobs") if isinstance(data, dict) else None
-        if not isinstance(jobs, list):
-            super().admit_body(data)  # parse_batch names the shape's fault
-            return
-        check_batch_size(jobs, ojs_settings.MAX_BATCH_SIZE)
-        check_each_storable(jobs, "jobs", max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
-        super().admit_body({key: value for key, value in data.items() if key != "jobs"})
+        admit_items(data, "jobs", lambda jobs: check_batch_size(jobs, ojs_settings.MAX_BATCH_SIZE))
 
     def post(self, request: Any) -> Response:
         maintenance_mode.refuse_pushes()

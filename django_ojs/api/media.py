@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -173,6 +173,19 @@ def check_each_storable(items: list[Any], name: str, *, max_bytes: int) -> None:
         except OJSError as exc:
             exc.details.setdefault("index", index)
             raise
+
+
+def admit_items(data: Any, name: str, check_count: Callable[[list[Any]], None]) -> None:
+    """A batch body's refusals, cheap ones first: the count of its array ``name``
+    (``check_count``), then each item's size, then the rest of the body. A body
+    without the array is checked whole: the view's parser then names the fault."""
+    items = data.get(name) if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        check_storable(data)
+        return
+    check_count(items)
+    check_each_storable(items, name, max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
+    check_storable({key: value for key, value in data.items() if key != name})
 
 
 def _encoded_size(text: str, budget: int) -> int:

@@ -22,7 +22,7 @@ from ..protocol.errors import OJSError
 from ..protocol.states import JobState, WorkerState
 from .base import AnsweringView, OJSView, Reply
 from .errors import STATUS
-from .media import check_each_storable
+from .media import admit_items
 from .rate_limits import limit_headers
 from .requests import (
     check_ack_count,
@@ -98,14 +98,7 @@ class BatchAckView(AnsweringView):
         self.max_body_bytes = ojs_settings.MAX_BATCH_BYTES
 
     def admit_body(self, data: Any) -> None:
-        """The cheap refusals first: the count, then each ACK's size (``check_each_storable``)."""
-        acks = data.get("acks") if isinstance(data, dict) else None
-        if not isinstance(acks, list):
-            super().admit_body(data)  # parse_ack_batch names the shape's fault
-            return
-        check_ack_count(acks, ojs_settings.MAX_FETCH_COUNT)
-        check_each_storable(acks, "acks", max_bytes=ojs_settings.MAX_ENVELOPE_BYTES)
-        super().admit_body({key: value for key, value in data.items() if key != "acks"})
+        admit_items(data, "acks", lambda acks: check_ack_count(acks, ojs_settings.MAX_FETCH_COUNT))
 
     def answer(self, body: dict[str, Any]) -> Reply:
         acks = parse_ack_batch(body, max_acks=ojs_settings.MAX_FETCH_COUNT)

@@ -113,18 +113,21 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def start_server(port: int) -> subprocess.Popen:
+    """gunicorn as example_project/gunicorn.conf.py runs it, on two workers (this machine's cores)."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "example_project.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2",
-         "--timeout", "60", "--log-level", "warning"],
+        [sys.executable, "-m", "gunicorn", "-c", "example_project/gunicorn.conf.py", "--bind", f"127.0.0.1:{port}",
+         "--workers", "2", "--log-level", "warning", "--access-logfile", "/dev/null"],
         cwd=REPOSITORY,
         env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=2).read()
             return server
         except OSError:
+            if server.poll() is not None:
+                raise SystemExit("gunicorn exited") from None
             time.sleep(0.3)
     server.terminate()
     raise SystemExit("gunicorn did not start")

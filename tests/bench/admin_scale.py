@@ -19,26 +19,22 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import http.cookiejar
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+from tests.bench.admin_pages import PASSWORD, REPOSITORY, USERNAME, logged_in_opener, start_server
+
 BUDGET_MS = 300
 NAME_WIDTH = 42
-USERNAME, PASSWORD = "bench", "bench-password"
 
 
 @dataclass
@@ -209,39 +205,6 @@ def api_paths(ids: dict[str, str]) -> list[tuple[str, str]]:
     ]
 
 
-def start_server(port: int) -> subprocess.Popen:
-    """gunicorn as example_project/gunicorn.conf.py runs it, on two workers (this machine's cores)."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "example_project/gunicorn.conf.py", "--bind", f"127.0.0.1:{port}",
-         "--workers", "2", "--log-level", "warning", "--access-logfile", "/dev/null"],
-        cwd=REPOSITORY,
-        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=2).read()
-            return server
-        except OSError:
-            if server.poll() is not None:
-                raise SystemExit("gunicorn exited") from None
-            time.sleep(0.3)
-    server.terminate()
-    raise SystemExit("gunicorn did not start")
-
-
-def logged_in(base: str) -> urllib.request.OpenerDirector:
-    cookies = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(cookies))
-    form = opener.open(f"{base}/admin/login/").read().decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)[1]
-    body = urllib.parse.urlencode(
-        {"username": USERNAME, "password": PASSWORD, "csrfmiddlewaretoken": token, "next": "/admin/"}).encode()
-    if "Log out" not in opener.open(f"{base}/admin/login/", body).read().decode():
-        raise SystemExit("could not log in")
-    return opener
-
-
 def p95(times: list[float]) -> float:
     """Nearest rank: of 5 samples, the slowest."""
     ordered = sorted(times)
@@ -289,7 +252,7 @@ def measure(ids: dict[str, str], rounds: int, port: int) -> list[Timing]:
     server = start_server(port)
     try:
         pages, paths = admin_pages(ids), api_paths(ids)
-        browser = logged_in(base)
+        browser = logged_in_opener(base)
         api = urllib.request.build_opener()
         api.addheaders = [("Authorization", f"Bearer {ids['key']}")]
         timings = []
