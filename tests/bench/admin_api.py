@@ -32,7 +32,6 @@ import urllib.request
 from urllib.parse import quote
 
 from tests.bench.admin_pages import measure, prepare, setup_django, start_server
-from tests.bench.fill import QUEUES
 
 HISTORY_TARGET_MS = 100
 TRANSITIONS = ("enqueued", "completed", "discarded", "retried", "cancelled")
@@ -40,6 +39,8 @@ TRANSITIONS = ("enqueued", "completed", "discarded", "retried", "cancelled")
 
 def history_queues(count: int) -> list[str]:
     """The fill's queues, then as many more as ``count`` asks for."""
+    from tests.bench.fill import QUEUES  # imports the models: Django is set up by then
+
     return [*QUEUES, *(f"queue-{index:02}" for index in range(len(QUEUES) + 1, count + 1))][:count]
 
 
