@@ -29,6 +29,7 @@ from django_ojs.protocol.failure import Failure
 from tests.bench.fill import fill
 from tests.core.pg.test_query_plans import captured, plan_of
 from tests.helpers import update
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -239,19 +240,49 @@ def test_status_command_lists_the_partitions(capsys):
 # Row movement races: two real connections
 
 
-def test_an_ack_racing_a_cancel_that_moved_the_row_is_a_409_not_a_500(claim):
-    job = claim("w1")
+def cancelled_and_held(job_id: Any) -> tuple[threading.Thread, threading.Event]:
+    """A thread that cancels the job (moving its row to history) and holds its transaction open
+    until the returned event is set; started, with the cancel made."""
     started, release = threading.Event(), threading.Event()
-    outcome: list[Any] = []
 
     def cancel_and_hold() -> None:
         try:
             with transaction.atomic():
-                Job.objects.cancel(job.id)
+                Job.objects.cancel(job_id)
                 started.set()
                 release.wait(30)
         finally:
             connections.close_all()
+
+    canceller = threading.Thread(target=cancel_and_hold)
+    canceller.start()
+    assert started.wait(30)
+    return canceller, release
+
+
+def release_once_a_lock_waits(release: threading.Event) -> None:
+    """Set ``release`` from a thread of its own once some transaction waits for a lock on this database."""
+
+    def watch() -> None:
+        try:
+            with connection.cursor() as cursor:
+                def waiting() -> bool:
+                    # A wait on a row is a wait on its holder's transaction id: a lock of no database.
+                    cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+                                   "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())")
+                    return cursor.fetchone()[0] > 0
+
+                wait_until(waiting, 30, "a transaction to wait on the held row")
+            release.set()
+        finally:
+            connections.close_all()
+
+    threading.Thread(target=watch).start()
+
+
+def test_an_ack_racing_a_cancel_that_moved_the_row_is_a_409_not_a_500(claim):
+    job = claim("w1")
+    outcome: list[Any] = []
 
     def ack() -> None:
         try:
@@ -264,13 +295,10 @@ def test_an_ack_racing_a_cancel_that_moved_the_row_is_a_409_not_a_500(claim):
         finally:
             connections.close_all()
 
-    canceller = threading.Thread(target=cancel_and_hold)
-    canceller.start()
-    assert started.wait(30)
+    canceller, release = cancelled_and_held(job.id)
+    release_once_a_lock_waits(release)  # the ACK waits on the row the cancel holds
     acker = threading.Thread(target=ack)
     acker.start()
-    time.sleep(0.3)  # the ACK waits on the row the cancel holds (it cannot be observed to wait sooner)
-    release.set()
     canceller.join(30)
     acker.join(30)
     assert len(outcome) == 1 and isinstance(outcome[0], InvalidTransition), outcome
@@ -283,29 +311,17 @@ def test_a_lock_waiting_on_a_row_that_moved_runs_again_and_finds_it_gone(push):
     from django_ojs.core.row_movement import retried
 
     job = push(type="a.b", queue="race")
-    started, release = threading.Event(), threading.Event()
     tries: list[Any] = []
-
-    def cancel_and_hold() -> None:
-        try:
-            with transaction.atomic():
-                Job.objects.cancel(job.id)
-                started.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
+    canceller, release = cancelled_and_held(job.id)
 
     def lock_available() -> list[int]:
         tries.append(1)
         with transaction.atomic():
             if len(tries) == 1:
-                threading.Timer(0.3, release.set).start()  # the lock below waits on the canceller first
+                release_once_a_lock_waits(release)  # the lock below waits on the canceller first
             return list(Job.objects.select_for_update().filter(queue="race", state="available")
                         .values_list("seq", flat=True))
 
-    canceller = threading.Thread(target=cancel_and_hold)
-    canceller.start()
-    assert started.wait(30)
     # The snapshot of the statement still sees the job available; its lock finds it moved.
     found = retried(lock_available)
     canceller.join(30)
