@@ -48,8 +48,9 @@ def swapped(owner: object, attribute: str, value: object) -> Iterator[None]:
         setattr(owner, attribute, before)
 
 
-def bulk_case(rev: str, batches: int) -> tuple[Callable[[], float], Callable[[], float]]:
-    import django_ojs
+def _enqueue_case(rev: str, jobs: int, enqueue: Callable[[], None], per_call: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """``enqueue`` (``per_call`` jobs a call) until ``jobs`` are stored, through the one-statement PUSH
+    module at ``rev`` (old) and in the working tree (new); jobs/s, and the enqueuing CPU per job."""
     from django_ojs.core.pg import engine
 
     from . import store
@@ -61,33 +62,29 @@ def bulk_case(rev: str, batches: int) -> tuple[Callable[[], float], Callable[[],
         store.reset()
         with swapped(engine, "push", module):
             began, cpu = time.perf_counter(), time.process_time()
-            for _ in range(batches):
-                django_ojs.enqueue_many([{"type": store.NOOP, "args": []} for _ in range(1000)])
-            CPU_US.append((time.process_time() - cpu) / (1000 * batches) * 1e6)
-            return 1000 * batches / (time.perf_counter() - began)
+            for _ in range(jobs // per_call):
+                enqueue()
+            CPU_US.append((time.process_time() - cpu) / jobs * 1e6)
+            return jobs / (time.perf_counter() - began)
 
     return (lambda: run(old)), (lambda: run(new))
+
+
+def bulk_case(rev: str, batches: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    import django_ojs
+
+    from . import store
+
+    return _enqueue_case(rev, 1000 * batches,
+                         lambda: django_ojs.enqueue_many([{"type": store.NOOP, "args": []} for _ in range(1000)]), 1000)
 
 
 def single_case(rev: str, count: int) -> tuple[Callable[[], float], Callable[[], float]]:
     import django_ojs
-    from django_ojs.core.pg import engine
 
     from . import store
 
-    new = importlib.import_module("django_ojs.core.pg.push")
-    old = old_module("django_ojs.core.pg.push", rev)
-
-    def run(module: types.ModuleType) -> float:
-        store.reset()
-        with swapped(engine, "push", module):
-            began, cpu = time.perf_counter(), time.process_time()
-            for _ in range(count):
-                django_ojs.enqueue(store.NOOP, [])
-            CPU_US.append((time.process_time() - cpu) / count * 1e6)
-            return count / (time.perf_counter() - began)
-
-    return (lambda: run(old)), (lambda: run(new))
+    return _enqueue_case(rev, count, lambda: django_ojs.enqueue(store.NOOP, []), 1)
 
 
 def worker_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
