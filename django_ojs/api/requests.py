@@ -79,14 +79,15 @@ def parse_ack(body: Mapping[str, Any]) -> Completion:
     return Completion(job_id=_job_id(body), lease=_lease(body), result=body.get("result"))
 
 
-def parse_ack_batch(body: Mapping[str, Any], *, max_acks: int) -> list[Completion]:
+def parse_ack_batch(body: Mapping[str, Any], *, max_acks: int, may_be_empty: bool = False) -> list[Completion]:
     """A batch ACK's ``acks``: each item an ACK body, checked as ``parse_ack`` checks one.
 
     A malformed item refuses the whole request (its fields named ``acks[i].<field>``, its
     index in ``details.index``): the client has a bug to fix, not an attempt to settle.
+    ``may_be_empty``: the batch carries a FETCH, which may come with nothing to acknowledge.
     """
     acks = body.get("acks")
-    if not isinstance(acks, list) or not acks:
+    if not isinstance(acks, list) or not (acks or may_be_empty):
         raise InvalidRequest("acks must be a non-empty array of ACK bodies", field="acks")
     check_ack_count(acks, max_acks)
     completions = []
@@ -102,6 +103,24 @@ def parse_ack_batch(body: Mapping[str, Any], *, max_acks: int) -> list[Completio
             exc.message = f"acks[{index}]: {exc.message}"
             raise
     return completions
+
+
+def parse_carried_fetch(body: Mapping[str, Any], *, max_count: int) -> FetchRequest | None:
+    """A batch ACK's ``fetch``, a FETCH body checked as ``parse_fetch`` checks one; None when absent.
+
+    Its faults name their field inside it (``fetch.queues``), and refuse the whole request.
+    """
+    if "fetch" not in body:
+        return None
+    carried = body["fetch"]
+    if not isinstance(carried, dict):
+        raise InvalidRequest("fetch must be a FETCH body (a JSON object)", field="fetch")
+    try:
+        return parse_fetch(carried, max_count=max_count)
+    except InvalidRequest as exc:
+        exc.details["field"] = f"fetch.{exc.details.get('field')}"
+        exc.message = f"fetch: {exc.message}"
+        raise
 
 
 def check_ack_count(acks: list[Any], max_acks: int) -> None:

@@ -105,14 +105,16 @@ def extensions_served() -> list[str]:
 
 
 def batch_ack_features() -> dict[str, Any]:
-    """The batch ACK extension (docs/reference/http/workers.md): its endpoint and bounds, and that
-    each ACK is settled on its own (one refused attempt does not refuse the others)."""
+    """The batch ACK extension (docs/reference/http/workers.md): its endpoint and bounds, that
+    each ACK is settled on its own (one refused attempt does not refuse the others), and that a
+    batch may carry the worker's next FETCH, claimed in the same transaction."""
     return {
         "endpoint": "/ojs/v1/workers/ack/batch",
         "max_acks": ojs_settings.MAX_FETCH_COUNT,
         "max_body_bytes": ojs_settings.MAX_BATCH_BYTES,
         "max_ack_bytes": ojs_settings.MAX_ENVELOPE_BYTES,
         "outcome": "per ack",
+        "carries_fetch": True,
     }
 
 

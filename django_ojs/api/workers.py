@@ -15,6 +15,7 @@ from ..conf import ojs_settings
 from ..core import settle, workers
 from ..core.claim import fetch
 from ..core.durable import steps_by_job
+from ..core.turn import settle_and_fetch
 from ..core.types import LimitReport, Settlement
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
@@ -28,6 +29,7 @@ from .requests import (
     check_ack_count,
     parse_ack,
     parse_ack_batch,
+    parse_carried_fetch,
     parse_fetch,
     parse_heartbeat,
     parse_nack,
@@ -51,13 +53,18 @@ class FetchView(AnsweringView):
             visibility_timeout=asked.visibility_timeout,
             limit_report=report,
         )
-        # A retry of a durable job carries the steps it recorded, so its worker skips them.
-        steps = steps_by_job(jobs)
-        rendered = [render_job(job, steps=steps.get(job.seq)) for job in jobs]
+        rendered = rendered_claims(jobs)
         reply: dict[str, Any] = {"jobs": rendered}
         if rendered:
             reply["job"] = rendered[0]
         return Reply(reply, 200, limit_headers(report))
+
+
+def rendered_claims(jobs: list[Any]) -> list[dict[str, Any]]:
+    """Claimed jobs as FETCH answers them: a retry of a durable job carries the steps it recorded,
+    so its worker skips them."""
+    steps = steps_by_job(jobs)
+    return [render_job(job, steps=steps.get(job.seq)) for job in jobs]
 
 
 class AckView(AnsweringView):
@@ -87,7 +94,10 @@ class BatchAckView(AnsweringView):
     Each item is an ACK body, settled as a single ACK would be; an item whose
     attempt is no longer held is refused on its own, in its entry of
     ``results`` with the error a single ACK would have answered, and the
-    others complete. Served by ``api/plain_views.py`` (POST), like ACK.
+    others complete. A ``fetch`` (a FETCH body) claims the worker's next jobs
+    after them, in the same transaction: one request and one commit per turn
+    of an HTTP worker, as the in-process worker's turn (``core.turn``).
+    Served by ``api/plain_views.py`` (POST), like ACK.
     """
 
     required_scope = "worker"
@@ -101,11 +111,24 @@ class BatchAckView(AnsweringView):
         admit_items(data, "acks", lambda acks: check_ack_count(acks, ojs_settings.MAX_FETCH_COUNT))
 
     def answer(self, body: dict[str, Any]) -> Reply:
-        acks = parse_ack_batch(body, max_acks=ojs_settings.MAX_FETCH_COUNT)
-        outcomes = settle.ack_many([Settlement(ack.job_id, ack.lease, result=ack.result) for ack in acks])
+        asked = parse_carried_fetch(body, max_count=ojs_settings.MAX_FETCH_COUNT)
+        acks = parse_ack_batch(body, max_acks=ojs_settings.MAX_FETCH_COUNT, may_be_empty=asked is not None)
+        settlements = [Settlement(ack.job_id, ack.lease, result=ack.result) for ack in acks]
+        if asked is None:
+            outcomes = settle.ack_many(settlements)
+        else:
+            report = LimitReport()
+            verdicts, jobs = settle_and_fetch(asked.worker_id, settlements, asked.queues, asked.count, report,
+                                              visibility_timeout=asked.visibility_timeout)
+            outcomes = settle.refusals(settlements, verdicts)
         results = [_ack_outcome(str(ack.job_id), refused) for ack, refused in zip(acks, outcomes)]
         refused_count = sum(1 for refused in outcomes if refused is not None)
-        return Reply({"results": results, "acknowledged": len(results) - refused_count, "refused": refused_count})
+        reply: dict[str, Any] = {"results": results, "acknowledged": len(results) - refused_count,
+                                 "refused": refused_count}
+        if asked is None:
+            return Reply(reply)
+        reply["jobs"] = rendered_claims(jobs)
+        return Reply(reply, 200, limit_headers(report))
 
 
 def _ack_outcome(job_id: str, refused: Exception | None) -> dict[str, Any]:

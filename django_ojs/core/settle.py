@@ -172,7 +172,12 @@ def ack_many(settlements: Sequence[Settlement]) -> list[Exception | None]:
     One refused attempt does not stop the others. A job named twice is completed once; the
     second names it as completed, as a second ACK would.
     """
-    verdicts = settle_many(settlements)
+    return refusals(settlements, settle_many(settlements))
+
+
+def refusals(settlements: Sequence[Settlement], verdicts: Sequence[Verdict]) -> list[Exception | None]:
+    """For each completion written: None if it completed, else the error a single ``ack`` of it would
+    have raised (404, or 409 naming the state or the lease), read as the job stands now."""
     refused = [s.job_id for s, verdict in zip(settlements, verdicts) if verdict is Verdict.REFUSED]
     # Read once the batch is settled: why each was refused, as the job stands now.
     jobs = {str(job.id): job for job in Job.objects.filter(id__in=refused)} if refused else {}

@@ -222,6 +222,118 @@ def test_batch_ack_validates_each_ack_and_refuses_the_whole_request(api, claim, 
     assert reload(job).state == "active"
 
 
+# --- a batch ACK that carries the next FETCH ------------------------------------------------
+
+
+def test_a_batch_ack_carrying_a_fetch_completes_its_jobs_then_claims_in_the_same_request(api, claim, push):
+    held = [claim("w1"), claim("w1")]
+    waiting = [push(options={"queue": "turns"}) for _ in range(3)]
+    response = api.post("/ojs/v1/workers/ack/batch", {
+        "acks": [{"job_id": str(job.id), "worker_id": "w1", "attempt": 1, "result": n} for n, job in enumerate(held)],
+        "fetch": {"queues": ["turns"], "count": 2, "worker_id": "w1"}})
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert (body["acknowledged"], body["refused"]) == (2, 0)
+    assert [job["id"] for job in body["jobs"]] == [str(job.id) for job in waiting[:2]]
+    assert {(job["state"], job["worker_id"], job["attempt"]) for job in body["jobs"]} == {("active", "w1", 1)}
+    assert [(reload(job).state, reload(job).result) for job in held] == [("completed", 0), ("completed", 1)]
+    assert [reload(job).state for job in waiting] == ["active", "active", "available"]
+    for job in held:
+        assert Event.objects.filter(job_id=job.id, type="job.completed").count() == 1
+    for job in waiting[:2]:
+        assert Event.objects.filter(job_id=job.id, type="job.started").count() == 1
+
+
+def test_a_carried_fetch_claims_what_the_acks_leave_and_a_refused_ack_does_not_stop_it(api, claim, push):
+    held, stolen = claim("w1"), claim("owner")
+    waiting = push(options={"queue": "turns"})
+    body = api.post("/ojs/v1/workers/ack/batch", {
+        "acks": [{"job_id": str(held.id)}, {"job_id": str(stolen.id), "worker_id": "w1"}],
+        "fetch": {"queues": ["turns"], "count": 5}}).json()
+    assert (body["acknowledged"], body["refused"]) == (1, 1)
+    single = api.post("/ojs/v1/workers/ack", {"job_id": str(stolen.id), "worker_id": "w1"})
+    entry, error = body["results"][1], error_of(single)
+    assert entry["status"] == single.status_code
+    assert entry["error"] == {name: error[name] for name in ("code", "message", "retryable", "details")}
+    assert [job["id"] for job in body["jobs"]] == [str(waiting.id)]
+    assert (reload(held).state, reload(stolen).state, reload(waiting).state) == ("completed", "active", "active")
+
+
+def test_a_carried_fetch_may_come_with_no_acks_and_answers_as_fetch(api, push):
+    job = push(options={"queue": "turns"})
+    response = api.post("/ojs/v1/workers/ack/batch", {
+        "acks": [], "fetch": {"queues": ["turns"], "worker_id": "w9", "visibility_timeout_ms": 4000}})
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert (body["results"], body["acknowledged"], body["refused"]) == ([], 0, 0)
+    [fetched] = body["jobs"]
+    stored = reload(job)
+    assert (fetched["id"], stored.state, stored.worker_id) == (str(job.id), "active", "w9")
+    assert (stored.lease_expires_at - stored.started_at).total_seconds() == 4
+
+
+def test_a_carried_fetch_of_an_empty_queue_completes_the_acks_and_claims_nothing(api, claim):
+    held = claim("w1")
+    body = api.post("/ojs/v1/workers/ack/batch", {
+        "acks": [{"job_id": str(held.id), "worker_id": "w1", "attempt": 1}],
+        "fetch": {"queues": ["nothing-here"], "worker_id": "w1"}}).json()
+    assert (body["acknowledged"], body["jobs"], reload(held).state) == (1, [], "completed")
+
+
+def test_a_carried_fetch_claims_the_job_its_acks_released_from_a_workflow(api):
+    created = api.post("/ojs/v1/workflows", {"type": "chain", "steps": [
+        {"type": "step.one", "args": [], "options": {"queue": "wf-turn"}},
+        {"type": "step.two", "args": [], "options": {"queue": "wf-turn"}}]})
+    assert created.status_code == 201, created.json()
+    [first] = api.post("/ojs/v1/workers/fetch", {"queues": ["wf-turn"], "worker_id": "w1"}).json()["jobs"]
+    body = api.post("/ojs/v1/workers/ack/batch", {
+        "acks": [{"job_id": first["id"], "worker_id": "w1", "attempt": 1}],
+        "fetch": {"queues": ["wf-turn"], "worker_id": "w1"}}).json()
+    assert body["acknowledged"] == 1
+    assert [job["type"] for job in body["jobs"]] == ["step.two"]
+
+
+def test_a_carried_fetch_claims_nothing_in_maintenance_mode_but_the_acks_complete(api, claim, push):
+    from django_ojs.core import maintenance_mode
+
+    held, waiting = claim("w1"), push(options={"queue": "turns"})
+    maintenance_mode.enter("test")
+    try:
+        body = api.post("/ojs/v1/workers/ack/batch", {
+            "acks": [{"job_id": str(held.id), "worker_id": "w1", "attempt": 1}],
+            "fetch": {"queues": ["turns"], "worker_id": "w1"}}).json()
+    finally:
+        maintenance_mode.leave()
+    assert (body["acknowledged"], body["jobs"]) == (1, [])
+    assert (reload(held).state, reload(waiting).state) == ("completed", "available")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"acks": [], "fetch": None}, "fetch"), ({"acks": [], "fetch": ["turns"]}, "fetch"),
+     ({"acks": [], "fetch": {}}, "fetch.queues"), ({"acks": [], "fetch": {"queues": ["Bad Queue"]}}, "fetch.queues[0]"),
+     ({"acks": [], "fetch": {"queues": ["turns"], "count": 0}}, "fetch.count"),
+     ({"acks": [], "fetch": {"queues": ["turns"], "worker_id": 5}}, "fetch.worker_id"),
+     ({"acks": [], "fetch": {"queues": ["turns"], "visibility_timeout_ms": -1}}, "fetch.visibility_timeout_ms"),
+     ({"acks": []}, "acks")],
+)
+def test_a_malformed_carried_fetch_refuses_the_whole_request_and_changes_nothing(api, claim, push, body, field):
+    held, waiting = claim("w1"), push(options={"queue": "turns"})
+    body = {**body, "acks": [{"job_id": str(held.id), "worker_id": "w1"}] if "fetch" in body else []}
+    response = api.post("/ojs/v1/workers/ack/batch", body)
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, field), error_of(response)
+    assert (reload(held).state, reload(waiting).state) == ("active", "available")
+
+
+def test_a_carried_fetch_beyond_max_fetch_count_is_400(api, claim, settings):
+    settings.OJS = {**settings.OJS, "MAX_FETCH_COUNT": 2}
+    held = claim("w1")
+    response = api.post("/ojs/v1/workers/ack/batch", {
+        "acks": [{"job_id": str(held.id)}], "fetch": {"queues": ["turns"], "count": 3}})
+    assert (response.status_code, error_of(response)["details"]["field"]) == (400, "fetch.count")
+    assert reload(held).state == "active"
+
+
 # --- NACK ---------------------------------------------------------------------------------
 
 
