@@ -16,10 +16,9 @@ batch of completions, a queue without limits -- in one statement
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Sequence
-
-import datetime as dt
 
 from django.db import DatabaseError, connection, transaction
 
