@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,11 @@ class Page:
     page: int
     offset: int
 
-    def slice(self, queryset: Any) -> tuple[list[Any], bool]:
-        """The page's rows and whether more follow (one row of look-ahead)."""
-        rows = list(queryset[self.offset : self.offset + self.per_page + 1])
+    def slice(self, queryset: Any, read: Callable[[Any, int, int], list[Any]] | None = None) -> tuple[list[Any], bool]:
+        """The page's rows and whether more follow (one row of look-ahead); ``read(queryset, start,
+        stop)`` reads them where ``queryset[start:stop]`` would not do."""
+        start, stop = self.offset, self.offset + self.per_page + 1
+        rows = list(queryset[start:stop]) if read is None else read(queryset, start, stop)
         return rows[: self.per_page], len(rows) > self.per_page
 
     def meta(self, total: int, has_more: bool, *, exact: bool = True) -> dict[str, Any]:
@@ -83,8 +85,11 @@ class Keyset:
             queryset = queryset.filter(self._beyond(column, *self.after))
         if column == "seq":
             return queryset.order_by("-seq" if self.descending else "seq")
-        # Jobs without the value (no scheduled_at) come last either way.
-        ordered = F(column).desc(nulls_last=True) if self.descending else F(column).asc(nulls_last=True)
+        # Jobs without the value (no scheduled_at) come last either way. A column that cannot be
+        # null gets no NULLS clause: priority DESC, seq DESC is the order an index on (priority,
+        # seq) gives read backward, and DESC NULLS LAST is not (PostgreSQL would sort every job).
+        nulls_last = True if column in NULLABLE else None
+        ordered = F(column).desc(nulls_last=nulls_last) if self.descending else F(column).asc(nulls_last=nulls_last)
         return queryset.order_by(ordered, "-seq" if self.descending else "seq")
 
     def _beyond(self, column: str, value: Any, seq: int) -> Q:
