@@ -71,14 +71,19 @@ SEARCH_INDEXES = {
 # the states whose partitions carry it. A page of a list is a merge of every partition's rows in
 # the list's order, and the merge reads a first row from each partition before it returns one:
 # each index lets a partition give its rows in that order, or find at once that it holds none.
-# (priority, seq), read backward, gives priority DESC, seq DESC too; (created_at) finds the few
-# rows of a creation time range in a day that is not its own; (seq) of the dead letter skips the
+# (priority, seq), read backward, gives priority DESC, seq DESC too; (scheduled_at, seq) of the jobs
+# that have one gives both orders by schedule (those without follow by seq: paging.Keyset.parts),
+# and costs only the jobs that were scheduled; (created_at) finds the few rows of a creation time
+# range in a day that is not its own; (seq) of the dead letter skips the
 # plain discards, which a partition of discarded jobs holds by the thousand and the dead letter's
 # list would walk through. The live partition keeps none: every index there costs each PUSH and
 # claim, and its rows are few enough for a bounded sort.
 HISTORY_INDEXES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ojs_job_priority": ("CREATE INDEX {name} ON {table} (priority, seq)", TERMINAL_STATES),
     "ojs_job_created": ("CREATE INDEX {name} ON {table} (created_at)", TERMINAL_STATES),
+    "ojs_job_scheduled": (
+        "CREATE INDEX {name} ON {table} (scheduled_at, seq) WHERE scheduled_at IS NOT NULL", TERMINAL_STATES
+    ),
     "ojs_job_dead_letter_seq": ("CREATE INDEX {name} ON {table} (seq) WHERE dead_letter", (JobState.DISCARDED.value,)),
 }
 # DDL on the job tables waits at most this long for its lock, then gives up until the next pass:

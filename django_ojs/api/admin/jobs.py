@@ -73,7 +73,7 @@ def job_page(job_filter: JobFilter, params: Any) -> dict[str, Any]:
     page = page_of(params)
     selection = job_filter.selection()
     read = _by_partition if job_filter.created_since or job_filter.created_until else None
-    rows, has_more = page.slice(listed(keyset.apply(selection)), read)
+    rows, has_more = page.slice_of_parts([listed(part) for part in keyset.parts(selection)], read)
     total = count_rows(selection)
     pagination = page.meta(total.value, has_more, exact=total.exact)
     if has_more:

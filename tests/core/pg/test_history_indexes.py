@@ -38,17 +38,19 @@ def history_days() -> Iterator[dt.date]:
 @pytest.fixture
 def history() -> None:
     """``PER_DAY`` completed jobs finished on each of the last ``DAYS`` days (a minute after they were
-    made), in their day partitions, and a few thousand waiting ones; statistics fresh."""
+    made; one in ten was scheduled), in their day partitions, and a few thousand waiting ones;
+    statistics fresh."""
     list(history_days())
     with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {Job._meta.db_table} (id, type, queue, args, meta, priority, state, attempt,
                     max_attempts, releases, retry, visibility_timeout, tags, schema, extra, given_times,
-                    created_at, finished_at, completed_at, dead_letter)
+                    created_at, finished_at, completed_at, scheduled_at, dead_letter)
                 SELECT gen_random_uuid(), 'plan.job', 'plans', '[]', '{{}}', (g %% 4) * 5 - 5, state, 1, 3, 0,
                     '{{}}', interval '30 minutes', '[]', '', '{{}}', '{{}}', made,
                     CASE WHEN state = 'completed' THEN made + interval '1 minute' END,
-                    CASE WHEN state = 'completed' THEN made + interval '1 minute' END, false
+                    CASE WHEN state = 'completed' THEN made + interval '1 minute' END,
+                    CASE WHEN g %% 10 = 0 THEN made END, false
                 FROM (SELECT g, now() - interval '2 minutes' - (%s - g) * interval '1 day' / %s AS made,
                              CASE WHEN g > %s THEN 'available' ELSE 'completed' END AS state
                       FROM generate_series(1, %s) AS g) AS rows""",
@@ -83,6 +85,16 @@ def test_the_list_by_priority_reads_each_day_in_order_from_its_index(api, histor
     priorities = [row["priority"] for row in rows]
     assert priorities == sorted(priorities, reverse=order == "desc")
     assert priorities[0] == (10 if order == "desc" else -5)
+
+
+@pytest.mark.parametrize("order", ["desc", "asc"])
+def test_the_list_by_schedule_reads_the_scheduled_jobs_of_each_day_from_its_index(api, history, order):
+    plan = list_plan(api, f"sort=scheduled_at&order={order}")  # the first part: jobs with a schedule
+    assert "ojs_job_scheduled_completed_" in plan, plan
+    assert set(sorted_tables(plan)) <= {partitions.LIVE}, plan
+    rows = api.get(f"{ADMIN_JOBS}?sort=scheduled_at&order={order}&per_page=100").json()["items"]
+    times = [row["scheduled_at"] for row in rows]
+    assert len(times) == 100 and times == sorted(times, reverse=order == "desc")
 
 
 def test_a_creation_time_range_reads_the_days_it_covers_from_their_index(api, history):
