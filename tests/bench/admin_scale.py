@@ -187,7 +187,7 @@ def api_paths(ids: dict[str, str]) -> list[tuple[str, str]]:
         ("API jobs sort=scheduled_at", f"{jobs}?sort=scheduled_at"),
         ("API jobs sort=scheduled_at order=asc", f"{jobs}?sort=scheduled_at&order=asc"),
         ("API jobs created 3 to 2 days ago", f"{jobs}?since={ago(days=3)}&until={ago(days=2)}"),
-        ("API jobs created 3 to 2 days ago, by priority",
+        ("API jobs 3 to 2 days ago, sort=priority",
          f"{jobs}?since={ago(days=3)}&until={ago(days=2)}&sort=priority"),
         ("API jobs search tenant-5", f"{jobs}?search=tenant-5"),
         ("API job (3 errors)", f"{jobs}/{ids['dead_id']}"),

@@ -26,7 +26,7 @@ from ...protocol.states import JobState
 from ..system import render_event
 from .base import AdminView
 from .filters import filter_from_query
-from .paging import keyset_of, page_of
+from .paging import Read, keyset_of, page_of
 
 LISTED = ("seq", "id", "type", "queue", "state", "priority", "attempt", "max_attempts", "created_at",
           "enqueued_at", "scheduled_at", "started_at", "completed_at", "finished_at", "worker_id", "dead_letter")
@@ -72,7 +72,7 @@ def job_page(job_filter: JobFilter, params: Any) -> dict[str, Any]:
     keyset = keyset_of(params)
     page = page_of(params)
     selection = job_filter.selection()
-    read = _by_partition if job_filter.created_since or job_filter.created_until else None
+    read = _by_partition(job_filter) if job_filter.created_since or job_filter.created_until else None
     rows, has_more = page.slice_of_parts([listed(part) for part in keyset.parts(selection)], read)
     total = count_rows(selection)
     pagination = page.meta(total.value, has_more, exact=total.exact)
@@ -82,9 +82,15 @@ def job_page(job_filter: JobFilter, params: Any) -> dict[str, Any]:
             "sort": keyset.sort, "order": "desc" if keyset.descending else "asc"}
 
 
-def _by_partition(rows: QuerySet, start: int, stop: int) -> list[Any]:
-    found = partitions.slice_by_partition(rows, start, stop)
-    return list(rows[start:stop]) if found is None else found
+def _by_partition(job_filter: JobFilter) -> Read:
+    # The dead letter's filter names no state but selects discarded jobs only.
+    states = job_filter.states or ([JobState.DISCARDED.value] if job_filter.kept_as else [])
+
+    def read(rows: QuerySet, start: int, stop: int) -> list[Any]:
+        found = partitions.slice_by_partition(rows, start, stop, states)
+        return list(rows[start:stop]) if found is None else found
+
+    return read
 
 
 class JobListView(AdminView):
