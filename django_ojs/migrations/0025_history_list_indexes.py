@@ -1,9 +1,11 @@
-"""The admin's sorts by priority and its creation time ranges read an index on job history.
+"""The admin's job lists over history -- by priority, by schedule, in a creation time range, the
+dead letter -- read an index of each day partition.
 
 ``core/partitions.py`` (``HISTORY_INDEXES``) describes them: on the terminal partitions only,
 built online (``build_history_indexes``: an index ON ONLY each state's partition, one per day
-partition built CONCURRENTLY and attached), so the migration takes no lock that stops a
-finish or a claim, however big the history. Hence ``atomic = False``.
+partition built CONCURRENTLY and attached), so no lock is held longer than a catalog change,
+however big the history: finishes wait a moment at most, claims not at all. Hence
+``atomic = False`` (CONCURRENTLY cannot run in a transaction).
 
 A table partitioned by migration 0024 in this same run has them already (the tree is made
 with them). One plain table on PostgreSQL (too big for 0024, waiting for ``manage.py
