@@ -282,6 +282,26 @@ def test_the_cursor_walks_every_job_once_in_each_sort_order(api, push):
     assert len(descending) == len(everyone)
 
 
+@pytest.mark.parametrize("sort", ["created_at", "priority", "scheduled_at"])
+@pytest.mark.parametrize("order", ["asc", "desc"])
+@pytest.mark.parametrize("since", [False, True])
+def test_pages_by_number_list_what_the_cursor_walks_across_jobs_with_and_without_a_schedule(
+    api, push, claim, sort, order, since
+):
+    """Jobs with a schedule and without one are read apart (paging.Keyset.parts), and a creation time
+    range partition by partition on PostgreSQL: a page that straddles them lists what the cursor does."""
+    for index in range(7):
+        push(priority=index % 3, options={"queue": "q", "delay_until": f"2099-01-0{index % 4 + 1}T00:00:00Z"})
+        push(priority=index % 2, options={"queue": "q"})
+    for _ in range(3):  # finished ones too, in their partitions
+        Job.objects.ack(claim("w1").id)
+    query = f"sort={sort}&order={order}" + (f"&since={quote('2020-01-01T00:00:00Z')}" if since else "")
+    walked = [item["id"] for item in walk(api, f"per_page=3&{query}")]
+    paged = [item["id"] for page in range(1, 8) for item in api.get(f"{ADMIN}/jobs?per_page=3&page={page}&{query}")
+             .json()["items"]]
+    assert len(walked) == 17 and paged == walked
+
+
 def test_a_cursor_from_another_sort_is_refused(api, push):
     for _ in range(3):
         push(options={"queue": "q"})

@@ -41,7 +41,7 @@ class DeadLetterListView(AdminView):
 
     def get(self, request: Any) -> Response:
         params = request.query_params
-        return Response(job_page(dead_letter_of(filter_from_query(params)).selection(), params))
+        return Response(job_page(dead_letter_of(filter_from_query(params)), params))
 
     def delete(self, request: Any) -> Response:
         body = self.body()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,8 @@ MAX_CURSOR_LENGTH = 200
 # ojs-admin-api §7.1 sort fields -> the column (creation order is insertion order: seq).
 SORTS = {"created_at": "seq", "priority": "priority", "scheduled_at": "scheduled_at"}
 NULLABLE = {"scheduled_at"}
+# How a page's rows are read from one ordered query: (query, start, stop) -> rows.
+Read = Callable[[Any, int, int], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,22 @@ class Page:
     page: int
     offset: int
 
-    def slice(self, queryset: Any) -> tuple[list[Any], bool]:
-        """The page's rows and whether more follow (one row of look-ahead)."""
-        rows = list(queryset[self.offset : self.offset + self.per_page + 1])
+    def slice(self, queryset: Any, read: Read | None = None) -> tuple[list[Any], bool]:
+        """The page's rows and whether more follow (one row of look-ahead); ``read(queryset, start,
+        stop)`` reads them where ``queryset[start:stop]`` would not do."""
+        return self.slice_of_parts([queryset], read)
+
+    def slice_of_parts(self, parts: Sequence[Any], read: Read | None = None) -> tuple[list[Any], bool]:
+        """``slice`` of the rows of ``parts``, one after the other (``Keyset.parts``)."""
+        skip, wanted, rows = self.offset, self.per_page + 1, []
+        for part in parts:
+            got = list(part[skip : skip + wanted]) if read is None else read(part, skip, skip + wanted)
+            rows += got
+            wanted -= len(got)
+            if not wanted:
+                break
+            # This part held fewer rows than the page skips (none read): the next one skips the rest.
+            skip = 0 if got else skip - part.order_by()[:skip].count()
         return rows[: self.per_page], len(rows) > self.per_page
 
     def meta(self, total: int, has_more: bool, *, exact: bool = True) -> dict[str, Any]:
@@ -77,15 +92,29 @@ class Keyset:
     descending: bool
     after: tuple[Any, int] | None = None
 
-    def apply(self, queryset: QuerySet) -> QuerySet:
+    def parts(self, queryset: QuerySet) -> list[QuerySet]:
+        """``queryset`` in this order, as queries whose rows follow one another, after the cursor.
+
+        A sort by a column that can be null is two: the jobs with a value, ordered by it, then those
+        without, by seq (they come last either way). Each is an order an index gives: (scheduled_at,
+        seq) of the jobs that have one, read forward or backward, and seq; NULLS LAST in one ORDER
+        BY is an order no index gives in both directions, so every job was sorted."""
         column = SORTS[self.sort]
-        if self.after is not None:
-            queryset = queryset.filter(self._beyond(column, *self.after))
+        seq = "-seq" if self.descending else "seq"
         if column == "seq":
-            return queryset.order_by("-seq" if self.descending else "seq")
-        # Jobs without the value (no scheduled_at) come last either way.
-        ordered = F(column).desc(nulls_last=True) if self.descending else F(column).asc(nulls_last=True)
-        return queryset.order_by(ordered, "-seq" if self.descending else "seq")
+            return [self._after(queryset, column).order_by(seq)]
+        ordered = F(column).desc() if self.descending else F(column).asc()
+        if column not in NULLABLE:
+            return [self._after(queryset, column).order_by(ordered, seq)]
+        after_a_value = self.after is None or self.after[0] is not None
+        without = queryset.filter(**{f"{column}__isnull": True})
+        parts = [without.order_by(seq) if after_a_value else self._after(without, column).order_by(seq)]
+        if after_a_value:
+            parts.insert(0, self._after(queryset.filter(**{f"{column}__isnull": False}), column).order_by(ordered, seq))
+        return parts
+
+    def _after(self, queryset: QuerySet, column: str) -> QuerySet:
+        return queryset if self.after is None else queryset.filter(self._beyond(column, *self.after))
 
     def _beyond(self, column: str, value: Any, seq: int) -> Q:
         step = "lt" if self.descending else "gt"

@@ -74,6 +74,10 @@ class Command(BaseCommand):
                 return
             self.stdout.write(f"swapped in the partitioned table after {time.monotonic() - began:.1f} s; "
                               f"the plain one is {partition_migration.OLD}")
+        # A tree started by an older release lacks indexes added since: built now, online.
+        built = partitions.build_history_indexes()
+        if built:
+            self.stdout.write(f"built the history indexes {', '.join(built)}")
         if options["drop_old"]:
             self.drop_old(options)
 
