@@ -214,6 +214,24 @@ def test_fetch_and_ack_are_the_same_on_both_paths(keys):
         _same(lean, drf)
 
 
+def test_a_batch_ack_carrying_a_fetch_is_the_same_on_both_paths(keys):
+    worker = keys["worker"]
+    held = [_push(keys["enqueue"], args=[n]) for n in range(2)]
+    waiting = [_push(keys["enqueue"], args=[n]) for n in range(2)]
+    lean, drf = both(workers.FetchView, "/ojs/v1/workers/fetch", {"queues": ["default"], "worker_id": "w"},
+                     key=worker)
+    assert [lean[2]["job"]["id"], drf[2]["job"]["id"]] == held
+    lean, drf = both(workers.BatchAckView, "/ojs/v1/workers/ack/batch", {
+        "acks": [{"job_id": job_id, "worker_id": "w"} for job_id in held],
+        "fetch": {"queues": ["default"], "worker_id": "w"}}, key=worker)
+    assert lean[0] == drf[0] == 200 and lean[1] == drf[1]
+    # The first path completes both held jobs and claims one; the second finds them completed.
+    assert ([r["acknowledged"] for r in lean[2]["results"]], [r["acknowledged"] for r in drf[2]["results"]]) == (
+        [True, True], [False, False])
+    assert [lean[2]["jobs"][0]["id"], drf[2]["jobs"][0]["id"]] == waiting
+    assert set(lean[2]["jobs"][0]) == set(drf[2]["jobs"][0])
+
+
 def test_open_mode_serves_without_a_key_on_both_paths(settings, db):
     settings.OJS = {**getattr(settings, "OJS", {}), "AUTH_REQUIRED": False}
     lean, drf = both(workers.FetchView, "/ojs/v1/workers/fetch", {"queues": ["default"]})

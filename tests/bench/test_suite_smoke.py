@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 FIGURES = {
     "enqueue.bulk", "enqueue.single", "enqueue.single_tx",
     "worker.1x10", "worker.2x10", "worker.1x50", "worker.2x50",
-    *(f"http.{name}.{kind}" for name in ("bare", "health", "push", "batch", "worker_loop", "batch_worker_loop") for kind in ("rate", "cpu")),
+    *(f"http.{name}.{kind}" for name in ("bare", "health", "push", "batch", "worker_loop", "batch_worker_loop",
+                                         "turn_loop") for kind in ("rate", "cpu")),
 }
 NO_PEER = {"http"}  # pgqueuer has no HTTP API
 
@@ -58,7 +59,8 @@ def test_a_quick_run_reports_every_figure_with_its_floor_and_drops_its_database(
     assert figures["http.push.cpu"]["targets"] == [
         {"target": "≤ 1.5× floor", "met": figures["http.push.cpu"]["ratio_floor"] <= 1.5}]
     assert [t["target"] for t in figures["worker.2x10"]["targets"]] == ["≥ 1.2× pgqueuer", "≥ 0.6× floor"]
-    assert [t["target"] for t in figures["http.batch_worker_loop.rate"]["targets"]] == ["≥ 0.7× floor"]
+    for loop in ("batch_worker_loop", "turn_loop"):
+        assert [t["target"] for t in figures[f"http.{loop}.rate"]["targets"]] == ["≥ 0.7× floor"]
     assert run["run"]["events"] is True
 
     # The suite made its own database and dropped it.
