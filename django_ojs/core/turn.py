@@ -58,13 +58,13 @@ def settle_and_fetch(
             return [], fetch(queues, count=count, worker_id=worker_id, visibility_timeout=visibility_timeout,
                              limit_report=limit_report, types=types)
         # The one-statement turn claims with each job's own reservation, for a worker it can hold.
-        turn = (current_engine().turn(worker_id, settlements, queues, count, types)
-                if worker_id is not None and visibility_timeout is None else None)
-        if turn is not None and turn.settled:
-            jobs = turn.jobs
-            if count and not turn.claimed:
-                jobs = _claim_after_written_batch(queues, count, worker_id, limit_report, types)
-            return [Verdict.COMPLETED] * len(settlements), jobs
+        if worker_id is not None and visibility_timeout is None:
+            turn = current_engine().turn(worker_id, settlements, queues, count, types)
+            if turn is not None and turn.settled:
+                jobs = turn.jobs
+                if count and not turn.claimed:
+                    jobs = _claim_after_written_batch(queues, count, worker_id, limit_report, types)
+                return [Verdict.COMPLETED] * len(settlements), jobs
     with transaction.atomic():
         holding = worker_id if count > 0 else None
         verdicts = settle_many(settlements, holding=holding)
