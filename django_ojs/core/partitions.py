@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import ProgrammingError, connection, transaction
+from django.db import ProgrammingError, connection, connections, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import QuerySet
+from django.db.models.sql.datastructures import BaseTable
 
 from ..conf import ojs_settings
 from ..models import Event, Job, JobError, JobStep
@@ -509,15 +509,10 @@ def _run_ddl(statements: list[str], what: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Reading a page partition by partition
 
-# The ORDER BY of a values() query, by the positions of its columns, and its LIMIT.
-_POSITIONAL_ORDER = re.compile(r" ORDER BY ((?:\d+ (?:ASC|DESC)(?: NULLS (?:FIRST|LAST))?(?:, )?)+) LIMIT \d+$")
-
-
-def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[str] = ()) -> list[dict[str, Any]] | None:
-    """``rows[start:stop]`` of an ordered ``values()`` query of jobs, each partition read apart
-    under its own LIMIT and the pieces merged, in one statement (one snapshot); None where it
-    cannot be read so (one plain table; a query that names the job table twice or orders by
-    an expression), for the caller to read it as it is.
+def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[str] = ()) -> list[Any] | None:
+    """``rows[start:stop]`` of an ordered query of jobs, each partition read apart under its own
+    LIMIT and the pieces merged, in one statement (one snapshot); None where it cannot be read so
+    (one plain table, SQLite; a partition dropped meanwhile), for the caller to read it as it is.
 
     The planner makes a query of the partitioned table one merge of the partitions, costed by
     how soon it yields its first rows; but a merge reads a first row from every partition before
@@ -527,30 +522,37 @@ def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[s
     that holds few of them finds them by ``ojs_job_created``, one that holds many walks seq.
     ``states``, when the query names them, leaves out the partitions of other states, as the
     planner would have (a partition named in the statement is read whatever its state).
+
+    Each piece is ``rows`` itself with its base table pointed at one leaf (``FROM leaf
+    "django_ojs_job"``): every column, subquery and parameter stays Django's own, and the pieces
+    are one ``UNION ALL`` (each in parentheses with its ORDER BY and LIMIT) under the same order.
     """
-    if not is_partitioned():
+    conn = connections[rows.db]
+    if not is_partitioned(conn) or not rows.query.order_by:
+        return None  # (an order from Meta alone would not reach the union's parts)
+    wanted = set(states) or set(LIVE_STATES + TERMINAL_STATES)
+    with conn.cursor() as cursor:
+        leaves = [LIVE] if wanted & set(LIVE_STATES) else []
+        leaves += [p.name for p in day_partitions(cursor) if p.state in wanted]
+    if not leaves:
         return None
-    sql, params = rows[:stop].query.sql_with_params()
-    table, order = f"FROM {_quote(TABLE)} ", _POSITIONAL_ORDER.search(sql)
-    if order is None or sql.count(f"{_quote(TABLE)} ") != 1 or table not in sql:
-        return None
-    with connection.cursor() as cursor:
-        wanted = set(states) or set(LIVE_STATES + TERMINAL_STATES)
-        leaves = [_quote(LIVE)] if wanted & set(LIVE_STATES) else []
-        leaves += [_quote(p.name) for p in day_partitions(cursor) if p.state in wanted]
-        if not leaves:
-            return None
-        pieces = " UNION ALL ".join(f"({sql.replace(table, f'FROM {leaf} AS {_quote(TABLE)} ', 1)})" for leaf in leaves)
-        statement = f"SELECT * FROM ({pieces}) AS merged ORDER BY {order[1]} LIMIT {stop - start} OFFSET {start}"
-        try:
-            with transaction.atomic():
-                cursor.execute(statement, list(params) * len(leaves))
-        except ProgrammingError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
-                return None  # a partition dropped by retention meanwhile
-            raise
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    pieces = [on_leaf(rows, leaf)[:stop] for leaf in leaves]
+    merged = pieces[0].union(*pieces[1:], all=True).order_by(*rows.query.order_by) if len(pieces) > 1 else pieces[0]
+    try:
+        with transaction.atomic(using=rows.db):
+            return list(merged[start:stop])
+    except ProgrammingError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
+            return None  # a partition dropped by retention meanwhile
+        raise
+
+
+def on_leaf(rows: QuerySet, leaf: str) -> QuerySet:
+    """``rows`` read from the partition ``leaf`` alone, under the job table's alias."""
+    piece = rows.all()
+    alias = piece.query.get_initial_alias()
+    piece.query.alias_map[alias] = BaseTable(leaf, alias)
+    return piece
 
 
 # ---------------------------------------------------------------------------------------------
