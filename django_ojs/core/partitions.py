@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -549,8 +549,11 @@ def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[s
     with conn.cursor() as cursor:
         leaves = [LIVE] if wanted & set(LIVE_STATES) else []
         leaves += [p.name for p in day_partitions(cursor) if p.state in wanted]
-    if not leaves:
-        return None
+    return read_leaves(rows, leaves, start, stop) if leaves else None
+
+
+def read_leaves(rows: QuerySet, leaves: Sequence[str], start: int, stop: int) -> list[Any] | None:
+    """``slice_by_partition`` of the partitions ``leaves``; None when one of them is gone."""
     pieces = [_first_of_leaf(rows, leaf, stop) for leaf in leaves]
     merged = pieces[0].union(*pieces[1:], all=True).order_by(*rows.query.order_by) if len(pieces) > 1 else pieces[0]
     try:

@@ -137,6 +137,30 @@ def test_the_total_of_a_creation_time_range_past_its_bound_reads_no_waiting_job(
     assert body["pagination"]["total"] > 10_000
 
 
+@pytest.mark.parametrize("sort", ["created_at", "priority"])
+def test_a_range_read_partition_by_partition_is_the_plain_query_s_slice(history, sort):
+    """Every page, every order: the pieces merged give the rows the one query over the table gives."""
+    from django_ojs.api.admin.jobs import listed
+    from django_ojs.api.admin.paging import Keyset
+    from django_ojs.core.selection import JobFilter
+
+    now = dt.datetime.now(dt.UTC)
+    selection = JobFilter(created_since=now - dt.timedelta(days=3), created_until=now - dt.timedelta(days=2)).selection()
+    for descending in (True, False):
+        [rows] = Keyset(sort, descending).parts(selection)
+        rows = listed(rows)
+        for start in (0, 20, 9_990):
+            assert partitions.slice_by_partition(rows, start, start + 21) == list(rows[start : start + 21])
+
+
+def test_a_partition_dropped_before_the_read_leaves_the_page_to_the_plain_query(history):
+    from django_ojs.api.admin.jobs import listed
+
+    rows = listed(Job.objects.filter(created_at__lt=dt.datetime.now(dt.UTC)).order_by("-seq"))
+    assert partitions.read_leaves(rows, [partitions.LIVE, "django_ojs_job_completed_20000101"], 0, 21) is None
+    assert len(partitions.read_leaves(rows, [partitions.LIVE], 0, 21)) == 21
+
+
 def leaf_indexes(stem: str) -> dict[str, tuple[str, bool]]:
     """Every index of ``stem`` on a history partition: its name -> (the index it is attached to, valid)."""
     with connection.cursor() as cursor:
