@@ -534,7 +534,8 @@ def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[s
     it yields one, and a partition that holds none of the rows wanted is then read whole (a range
     of creation times, at ten million jobs: 1.8 s, each day after the range walked along seq).
     Planned alone with its LIMIT, each partition takes the index that suits its own rows: a day
-    that holds few of them finds them by ``ojs_job_created``, one that holds many walks seq.
+    that holds few of them finds them by ``ojs_job_created``, one that holds many walks
+    ``ojs_job_seq_created`` (``_first_of_leaf``).
     ``states``, when the query names them, leaves out the partitions of other states, as the
     planner would have (a partition named in the statement is read whatever its state).
 
@@ -577,14 +578,17 @@ def _first_of_leaf(rows: QuerySet, leaf: str, stop: int) -> QuerySet:
 
 
 def on_leaf(rows: QuerySet, leaf: str) -> QuerySet:
-    """``rows`` read from the partition ``leaf`` alone, under the job table's alias."""
+    """``rows`` read from the partition ``leaf`` alone, under the job table's alias, so every
+    column, filter and order of ``rows`` reads the leaf's. Made last: a join to the job table
+    added to the piece afterwards would take the job table's name as its alias too."""
     piece = rows.all()
     query = piece.query
     alias = query.get_initial_alias()
     query.alias_map[alias] = BaseTable(leaf, alias)
-    # Which aliases name which table: a clone shares these lists, so each is made anew.
-    base = query.alias_map[alias].table_name
-    query.table_map = {**query.table_map, TABLE: [a for a in query.table_map.get(TABLE, []) if a != alias], base: [alias]}
+    # The alias now names the leaf (a subquery's relabelling looks it up there); a clone
+    # shares these lists, so each is made anew.
+    others = [name for name in query.table_map.get(TABLE, []) if name != alias]
+    query.table_map = {**query.table_map, TABLE: others, leaf: [alias]}
     return piece
 
 
