@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import ProgrammingError, connection, transaction
+from django.db import ProgrammingError, connection, connections, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import QuerySet
+from django.db.models.sql.datastructures import BaseTable
 
 from ..conf import ojs_settings
 from ..models import Event, Job, JobError, JobStep
@@ -74,13 +74,17 @@ SEARCH_INDEXES = {
 # (priority, seq), read backward, gives priority DESC, seq DESC too; (scheduled_at, seq) of the jobs
 # that have one gives both orders by schedule (those without follow by seq: paging.Keyset.parts),
 # and costs only the jobs that were scheduled; (created_at) finds the few rows of a creation time
-# range in a day that is not its own; (seq) of the dead letter skips the
+# range in a day that is not its own; (seq, created_at) walks a day that holds many of them in seq
+# order testing each creation time in the index, reading a row only when it is in the range (the
+# day of the range's end holds its newest jobs after the range: walked along (seq), each was read);
+# (seq) of the dead letter skips the
 # plain discards, which a partition of discarded jobs holds by the thousand and the dead letter's
 # list would walk through. The live partition keeps none: every index there costs each PUSH and
 # claim, and its rows are few enough for a bounded sort.
 HISTORY_INDEXES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ojs_job_priority": ("CREATE INDEX {name} ON {table} (priority, seq)", TERMINAL_STATES),
     "ojs_job_created": ("CREATE INDEX {name} ON {table} (created_at)", TERMINAL_STATES),
+    "ojs_job_seq_created": ("CREATE INDEX {name} ON {table} (seq, created_at)", TERMINAL_STATES),
     "ojs_job_scheduled": (
         "CREATE INDEX {name} ON {table} (scheduled_at, seq) WHERE scheduled_at IS NOT NULL", TERMINAL_STATES
     ),
@@ -482,6 +486,17 @@ def build_history_indexes(using: Any = None) -> list[str]:
     return built
 
 
+def drop_history_indexes(using: Any, stems: Iterable[str]) -> None:
+    """Drop the ``HISTORY_INDEXES`` named by ``stems`` (a migration reversed); nothing where there are none."""
+    if using.vendor != "postgresql":
+        return
+    with using.cursor() as cursor:
+        for stem in stems:
+            for state in HISTORY_INDEXES[stem][1]:
+                # Dropping a partitioned index drops its leaves' with it.
+                cursor.execute(f"DROP INDEX IF EXISTS {using.ops.quote_name(f'{stem}_{state}')}")
+
+
 def _index_valid(cursor: Any, name: str) -> bool | None:
     """Whether the relation ``name`` is a valid index (True for a table); None: there is none."""
     cursor.execute(
@@ -509,48 +524,72 @@ def _run_ddl(statements: list[str], what: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Reading a page partition by partition
 
-# The ORDER BY of a values() query, by the positions of its columns, and its LIMIT.
-_POSITIONAL_ORDER = re.compile(r" ORDER BY ((?:\d+ (?:ASC|DESC)(?: NULLS (?:FIRST|LAST))?(?:, )?)+) LIMIT \d+$")
-
-
-def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[str] = ()) -> list[dict[str, Any]] | None:
-    """``rows[start:stop]`` of an ordered ``values()`` query of jobs, each partition read apart
-    under its own LIMIT and the pieces merged, in one statement (one snapshot); None where it
-    cannot be read so (one plain table; a query that names the job table twice or orders by
-    an expression), for the caller to read it as it is.
+def slice_by_partition(rows: QuerySet, start: int, stop: int, states: Iterable[str] = ()) -> list[Any] | None:
+    """``rows[start:stop]`` of an ordered query of jobs, each partition read apart under its own
+    LIMIT and the pieces merged, in one statement (one snapshot); None where it cannot be read so
+    (one plain table, SQLite; a partition dropped meanwhile), for the caller to read it as it is.
 
     The planner makes a query of the partitioned table one merge of the partitions, costed by
     how soon it yields its first rows; but a merge reads a first row from every partition before
     it yields one, and a partition that holds none of the rows wanted is then read whole (a range
     of creation times, at ten million jobs: 1.8 s, each day after the range walked along seq).
     Planned alone with its LIMIT, each partition takes the index that suits its own rows: a day
-    that holds few of them finds them by ``ojs_job_created``, one that holds many walks seq.
+    that holds few of them finds them by ``ojs_job_created``, one that holds many walks
+    ``ojs_job_seq_created`` (``_first_of_leaf``).
     ``states``, when the query names them, leaves out the partitions of other states, as the
     planner would have (a partition named in the statement is read whatever its state).
+
+    Each piece is ``rows`` itself with its base table pointed at one leaf (``FROM leaf
+    "django_ojs_job"``): every column, subquery and parameter stays Django's own, and the pieces
+    are one ``UNION ALL`` (each in parentheses with its ORDER BY and LIMIT) under the same order.
     """
-    if not is_partitioned():
-        return None
-    sql, params = rows[:stop].query.sql_with_params()
-    table, order = f"FROM {_quote(TABLE)} ", _POSITIONAL_ORDER.search(sql)
-    if order is None or sql.count(f"{_quote(TABLE)} ") != 1 or table not in sql:
-        return None
-    with connection.cursor() as cursor:
-        wanted = set(states) or set(LIVE_STATES + TERMINAL_STATES)
-        leaves = [_quote(LIVE)] if wanted & set(LIVE_STATES) else []
-        leaves += [_quote(p.name) for p in day_partitions(cursor) if p.state in wanted]
-        if not leaves:
-            return None
-        pieces = " UNION ALL ".join(f"({sql.replace(table, f'FROM {leaf} AS {_quote(TABLE)} ', 1)})" for leaf in leaves)
-        statement = f"SELECT * FROM ({pieces}) AS merged ORDER BY {order[1]} LIMIT {stop - start} OFFSET {start}"
-        try:
-            with transaction.atomic():
-                cursor.execute(statement, list(params) * len(leaves))
-        except ProgrammingError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
-                return None  # a partition dropped by retention meanwhile
-            raise
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    conn = connections[rows.db]
+    if not is_partitioned(conn) or not rows.query.order_by:
+        return None  # (an order from Meta alone would not reach the union's parts)
+    wanted = set(states) or set(LIVE_STATES + TERMINAL_STATES)
+    with conn.cursor() as cursor:
+        leaves = [LIVE] if wanted & set(LIVE_STATES) else []
+        leaves += [p.name for p in day_partitions(cursor) if p.state in wanted]
+    return read_leaves(rows, leaves, start, stop) if leaves else None
+
+
+def read_leaves(rows: QuerySet, leaves: Sequence[str], start: int, stop: int) -> list[Any] | None:
+    """``slice_by_partition`` of the partitions ``leaves``; None when one of them is gone."""
+    pieces = [_first_of_leaf(rows, leaf, stop) for leaf in leaves]
+    merged = pieces[0].union(*pieces[1:], all=True).order_by(*rows.query.order_by) if len(pieces) > 1 else pieces[0]
+    try:
+        with transaction.atomic(using=rows.db):
+            return list(merged[start:stop])
+    except ProgrammingError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
+            return None  # a partition dropped by retention meanwhile
+        raise
+
+
+def _first_of_leaf(rows: QuerySet, leaf: str, stop: int) -> QuerySet:
+    """The first ``stop`` of ``rows`` in ``leaf``, found by their ``seq`` alone, then read: where
+    the list's order and filter are in one index (``ojs_job_seq_created``: a creation range by
+    seq), the rows are found in the index alone and only those shown are read. (Planned as one
+    query, the same index with each row read costs more to the planner than ``seq`` alone, the
+    matches assumed spread evenly: a day holding the range's end was walked row by row from its
+    newest job back to the range.)"""
+    found = on_leaf(rows, leaf).values("seq")[:stop]
+    return on_leaf(rows, leaf).filter(seq__in=found)[:stop]
+
+
+def on_leaf(rows: QuerySet, leaf: str) -> QuerySet:
+    """``rows`` read from the partition ``leaf`` alone, under the job table's alias, so every
+    column, filter and order of ``rows`` reads the leaf's. Made last: a join to the job table
+    added to the piece afterwards would take the job table's name as its alias too."""
+    piece = rows.all()
+    query = piece.query
+    alias = query.get_initial_alias()
+    query.alias_map[alias] = BaseTable(leaf, alias)
+    # The alias now names the leaf (a subquery's relabelling looks it up there); a clone
+    # shares these lists, so each is made anew.
+    others = [name for name in query.table_map.get(TABLE, []) if name != alias]
+    query.table_map = {**query.table_map, TABLE: others, leaf: [alias]}
+    return piece
 
 
 # ---------------------------------------------------------------------------------------------

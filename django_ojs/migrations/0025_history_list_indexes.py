@@ -17,23 +17,15 @@ from django.db import migrations
 
 
 def build(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     from django_ojs.core import partitions
 
-    partitions.build_history_indexes(schema_editor.connection)
+    partitions.build_history_indexes(schema_editor.connection)  # none on SQLite or one plain table
 
 
 def drop(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
     from django_ojs.core import partitions
 
-    with schema_editor.connection.cursor() as cursor:
-        for stem, (_, states) in partitions.HISTORY_INDEXES.items():
-            for state in states:
-                # Dropping a partitioned index drops its leaves' with it.
-                cursor.execute(f"DROP INDEX IF EXISTS {schema_editor.quote_name(f'{stem}_{state}')}")
+    partitions.drop_history_indexes(schema_editor.connection, partitions.HISTORY_INDEXES)
 
 
 class Migration(migrations.Migration):

@@ -1,6 +1,6 @@
 """A/B in one run: a function of the code as committed at a git revision against the working tree's.
 
-    python -m tests.bench.ab bulk|single|worker|events|layout|history_indexes [--rev HEAD] [--rounds 6] [--size 10]
+    python -m tests.bench.ab bulk|single|worker|events|layout|history_indexes|seq_created_index [--rev HEAD] [--rounds 6] [--size 10]
 
 The old module is loaded from ``git show <rev>:<path>`` beside the new one, and
 the measured call is pointed at one or the other, alternating round by round on
@@ -157,31 +157,47 @@ def layout_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], 
 
 def history_indexes_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
     """The working tree's 2 × 10 workers on the partitioned table without the admin lists' history
-    indexes (old: migration 0025 reversed) and with them (new): what a finish pays for them."""
+    indexes (old: migrations 0025 and on reversed) and with them (new): what a finish pays for them."""
+    return _indexes_case(jobs, "0024", _history_index_names())
+
+
+def seq_created_index_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """As ``history_indexes``, without (old: migration 0026 reversed) and with the one index of
+    ``(seq, created_at)``: what a finish pays for it alone."""
+    return _indexes_case(jobs, "0025", _history_index_names("ojs_job_seq_created"))
+
+
+def _history_index_names(*stems: str) -> list[str]:
+    from django_ojs.core import partitions
+
+    return [f"{stem}_{state}" for stem, (_, states) in partitions.HISTORY_INDEXES.items()
+            if not stems or stem in stems for state in states]
+
+
+def _indexes_case(jobs: int, back_to: str, names: list[str]) -> tuple[Callable[[], float], Callable[[], float]]:
+    """2 × 10 workers with the migrations after ``back_to`` reversed (old) and applied (new);
+    ``names``: the indexes that are there only in the new."""
     from django.core.management import call_command
     from django.db import connection
-
-    from django_ojs.core import partitions
 
     from . import workers
     from .plan import Run, Sizes
 
     context = Run(stage=CURRENT_STAGE[0], sizes=Sizes(jobs=jobs), peer=False, peer_note="")
-    names = [f"{stem}_{state}" for stem, (_, states) in partitions.HISTORY_INDEXES.items() for state in states]
 
     def run(indexed: bool) -> float:
-        call_command("migrate", "django_ojs", "0025" if indexed else "0024", verbosity=0)
+        call_command("migrate", "django_ojs", *([] if indexed else [back_to]), verbosity=0)
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", [names])
             if cursor.fetchone()[0] != (len(names) if indexed else 0):
-                raise SystemExit(f"the history indexes are not {'there' if indexed else 'gone'}")
+                raise SystemExit(f"the indexes are not {'there' if indexed else 'gone'}")
         return workers.ours(context, 2, 10)
 
     return (lambda: run(False)), (lambda: run(True))
 
 
 CASES = {"bulk": bulk_case, "single": single_case, "worker": worker_case, "events": events_case,
-         "layout": layout_case, "history_indexes": history_indexes_case}
+         "layout": layout_case, "history_indexes": history_indexes_case, "seq_created_index": seq_created_index_case}
 CURRENT_STAGE: list = []
 # The enqueuing process's CPU per job (µs) of the last run, where the case measures it.
 CPU_US: list[float] = []
