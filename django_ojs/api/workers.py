@@ -38,6 +38,13 @@ from .requests import (
 )
 
 
+def rendered_claims(jobs: list[Any]) -> list[dict[str, Any]]:
+    """Claimed jobs as FETCH answers them: a retry of a durable job carries the steps it recorded,
+    so its worker skips them."""
+    steps = steps_by_job(jobs)
+    return [render_job(job, steps=steps.get(job.seq)) for job in jobs]
+
+
 class FetchView(AnsweringView):
     """FETCH. Served by ``api/plain_views.py`` (POST) and by DRF (any other method: 405, OPTIONS)."""
 
@@ -58,13 +65,6 @@ class FetchView(AnsweringView):
         if rendered:
             reply["job"] = rendered[0]
         return Reply(reply, 200, limit_headers(report))
-
-
-def rendered_claims(jobs: list[Any]) -> list[dict[str, Any]]:
-    """Claimed jobs as FETCH answers them: a retry of a durable job carries the steps it recorded,
-    so its worker skips them."""
-    steps = steps_by_job(jobs)
-    return [render_job(job, steps=steps.get(job.seq)) for job in jobs]
 
 
 class AckView(AnsweringView):
