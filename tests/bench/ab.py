@@ -1,6 +1,6 @@
 """A/B in one run: a function of the code as committed at a git revision against the working tree's.
 
-    python -m tests.bench.ab bulk|single|worker|events|layout|history_indexes|seq_created_index [--rev HEAD] [--rounds 6] [--size 10]
+    python -m tests.bench.ab bulk|single|worker|events|layout|history_indexes|seq_created_index|store_indexes [--rev HEAD] [--rounds 6] [--size 10]
 
 The old module is loaded from ``git show <rev>:<path>`` beside the new one, and
 the measured call is pointed at one or the other, alternating round by round on
@@ -196,8 +196,51 @@ def _indexes_case(jobs: int, back_to: str, names: list[str]) -> tuple[Callable[[
     return (lambda: run(False)), (lambda: run(True))
 
 
+# The job indexes a worker's run reads: the claim's walk of available jobs, a job by seq or id, a
+# worker's held jobs. ``store_indexes`` drops every other job index (all partitions).
+RUN_INDEXES = ("ojs_job_available", "ojs_job_owner", "django_ojs_job_pkey", "django_ojs_job_id_key")
+
+
+def store_indexes_case(rev: str, jobs: int) -> tuple[Callable[[], float], Callable[[], float]]:
+    """The working tree's 2 × 10 workers without (old) and with (new) the job table's indexes that
+    serve anything but the run itself (``RUN_INDEXES``): the admin's and the API's lists and
+    searches, unique keys, fairness, limits, schedules, expiry, the reaper's scans. What every
+    claim and finish pays for them; not a configuration anyone should run."""
+    from django.db import connection
+
+    from django_ojs.models import Job
+
+    from . import workers
+    from .plan import Run, Sizes
+
+    context = Run(stage=CURRENT_STAGE[0], sizes=Sizes(jobs=jobs), peer=False, peer_note="")
+    with connection.cursor() as cursor:
+        # The partitions' own indexes, not their children: dropping or making a state's index does each day's.
+        cursor.execute(
+            "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i"
+            " WHERE i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)"
+            " AND NOT i.indisunique"
+            " AND NOT EXISTS (SELECT 1 FROM pg_inherits h WHERE h.inhrelid = i.indexrelid)",
+            [Job._meta.db_table],
+        )
+        made = {name: sql for name, sql in cursor.fetchall() if not name.startswith(RUN_INDEXES)}
+    if not made:
+        raise SystemExit("store_indexes: the job table is not partitioned (migrate first)")
+
+    def run(indexed: bool) -> float:
+        with connection.cursor() as cursor:
+            for name, sql in made.items():
+                cursor.execute(f"DROP INDEX IF EXISTS {name}")
+                if indexed:
+                    cursor.execute(sql)
+        return workers.ours(context, 2, 10)
+
+    return (lambda: run(False)), (lambda: run(True))
+
+
 CASES = {"bulk": bulk_case, "single": single_case, "worker": worker_case, "events": events_case,
-         "layout": layout_case, "history_indexes": history_indexes_case, "seq_created_index": seq_created_index_case}
+         "layout": layout_case, "history_indexes": history_indexes_case, "seq_created_index": seq_created_index_case,
+         "store_indexes": store_indexes_case}
 CURRENT_STAGE: list = []
 # The enqueuing process's CPU per job (µs) of the last run, where the case measures it.
 CPU_US: list[float] = []

@@ -127,7 +127,20 @@ def table(figures: list[Figure], *, markdown: bool = False) -> str:
         lines += ["", "Floors:", "", *(f"- {line}" for line in named)]
     elif named:
         lines += ["", "floors:", *(f"  {line}" for line in named)]
+    costs = [line for line in map(_cpu_per_job, figures) if line]
+    if costs and markdown:
+        lines += ["", "CPU per job:", "", *(f"- {line}" for line in costs)]
+    elif costs:
+        lines += ["", "CPU per job:", *(f"  {line}" for line in costs)]
     return "\n".join(lines)
+
+
+def _cpu_per_job(figure: Figure) -> str:
+    """``name: the workers' N µs, PostgreSQL's M µs`` where the figure read them; else ``""``."""
+    parts = [f"{who} {figure.detail[key]:,} µs" for who, key in
+             (("the workers'", "worker_cpu_us_per_job"), ("PostgreSQL's", "postgres_cpu_us_per_job"))
+             if key in figure.detail]
+    return f"{figure.name}: {', '.join(parts)}" if parts else ""
 
 
 def _row(figure: Figure) -> tuple[str, ...]:

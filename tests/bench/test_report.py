@@ -48,6 +48,17 @@ def test_the_table_names_each_floor_once_with_its_figures():
     assert len(text.splitlines()[0].split()) >= 8  # the header names every column
 
 
+def test_the_table_gives_each_sides_cpu_per_job_where_it_was_read():
+    figures = [worker_figure(detail={"worker_cpu_us_per_job": 66, "postgres_cpu_us_per_job": 1234}),
+               worker_figure(key="worker.1x10", name="ojs_worker 1 × 10", detail={"worker_cpu_us_per_job": 70}),
+               worker_figure(key="worker.1x50", name="ojs_worker 1 × 50")]
+    text = table(figures, markdown=True)
+    assert "- ojs_worker 2 × 10: the workers' 66 µs, PostgreSQL's 1,234 µs" in text.splitlines()
+    assert "- ojs_worker 1 × 10: the workers' 70 µs" in text.splitlines()
+    assert "ojs_worker 1 × 50:" not in text  # nothing read, nothing said
+    assert "CPU per job" not in table([worker_figure()])
+
+
 def test_percentiles_stay_within_the_samples():
     samples = [float(value) for value in range(1, 101)]
     assert percentile(samples, 50) == 50.5

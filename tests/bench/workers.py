@@ -68,8 +68,42 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu: list | None = None) -> float:
-    """jobs/s; ``cpu`` gets the workers' CPU per job in µs once under way, where /proc tells."""
+# /proc counts CPU in clock ticks (10 ms): below this much, a per-job figure would be mostly rounding.
+MIN_CPU_SECONDS = 0.2
+
+
+def _per_job(into: list[float], seconds: float, jobs: int) -> None:
+    """Append ``seconds`` of CPU over ``jobs`` as µs per job, when enough was used to tell."""
+    if seconds >= MIN_CPU_SECONDS:
+        into.append(seconds / jobs * 1e6)
+
+
+def _server_cpu_seconds() -> float | None:
+    """Every ``postgres`` process's user + system CPU so far: the backends, and the WAL writer,
+    checkpointer and autovacuum that work for them. None where none is visible (a server on
+    another host, or no /proc). On a machine whose server others use too, their work counts."""
+    total, seen = 0.0, False
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() != "postgres":
+                    continue
+        except OSError:
+            continue
+        used = _cpu_seconds(int(pid))
+        if used is not None:
+            total, seen = total + used, True
+    return total if seen else None
+
+
+def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu: list | None = None,
+         server_cpu: list | None = None) -> float:
+    """jobs/s; ``cpu`` gets the workers' CPU per job in µs once under way, where /proc tells, and
+    ``server_cpu`` PostgreSQL's over the same jobs (``_server_cpu_seconds``)."""
     jobs = context.sizes.jobs
     store.reset()
     work = {"job_type": SPIN, "args": [context.job_cpu_ms]} if context.job_cpu_ms else {}
@@ -89,11 +123,15 @@ def ours(context: Run, processes: int, concurrency: int, mode: str = "off", cpu:
         # the CPU per job is their running cost: start-up (imports, checks, registering) is
         # not, and the metrics and tracing libraries take longer to import than to use.
         wait_for(store.completed, _deadline(jobs), "a first job to be worked", workers, interval=0.02)
+        server_begun = _server_cpu_seconds()
         begun, done_then = [_cpu_seconds(worker.pid) for worker in workers], store.completed()
         wait_for(lambda: not store.busy(), _deadline(jobs), f"{jobs:,} jobs to be worked", workers, interval=0.2)
         used = [_cpu_seconds(worker.pid) for worker in workers]
+        server_used = _server_cpu_seconds()
         if cpu is not None and None not in used + begun and done_then < jobs:
-            cpu.append((sum(used) - sum(begun)) / (jobs - done_then) * 1e6)  # type: ignore[arg-type,operator]
+            _per_job(cpu, sum(used) - sum(begun), jobs - done_then)  # type: ignore[arg-type]
+        if server_cpu is not None and server_begun is not None and server_used is not None and done_then < jobs:
+            _per_job(server_cpu, server_used - server_begun, jobs - done_then)
         for worker in workers:
             if (status := worker.stop()) != 0:
                 raise BenchError(f"ojs_worker exited {status} after SIGTERM:\n{worker.output()[-2000:]}")
@@ -131,12 +169,14 @@ def run(context: Run) -> list[Figure]:
     modes = list(MODES) if context.observability else ["off"]
     rates: dict[tuple[int, int, str], list[float]] = {(*shape, mode): [] for shape in SHAPES for mode in modes}
     cpus: dict[tuple[int, int, str], list[float]] = {(*shape, mode): [] for shape in SHAPES for mode in modes}
+    server_cpus: dict[tuple[int, int], list[float]] = {shape: [] for shape in SHAPES}
     floors: list[float] = []
     peers: list[float] = []
     for round_ in range(context.sizes.repeat):
         for shape in SHAPES:
             for mode in modes[round_ % len(modes):] + modes[:round_ % len(modes)]:
-                rates[(*shape, mode)].append(ours(context, *shape, mode, cpus[(*shape, mode)]))
+                rates[(*shape, mode)].append(ours(context, *shape, mode, cpus[(*shape, mode)],
+                                                  server_cpus[shape] if mode == "off" else None))
         if context.job_cpu_ms:
             continue  # the floor's and the peer's jobs do nothing: no counterpart to jobs with work
         floors.append(raw(context))
@@ -156,13 +196,21 @@ def run(context: Run) -> list[Figure]:
             peer=median_or_none(peers), peer_note=context.peer_note if noop else "no counterpart (jobs with work)",
             targets=targets, samples=samples, floor_samples=floors, peer_samples=peers,
             detail={"jobs": context.sizes.jobs, "job_cpu_ms": context.job_cpu_ms,
-                    "peer": f"pgqueuer {PEER_CONSUMERS} consumers × batch {PEER_BATCH}"},
+                    "peer": f"pgqueuer {PEER_CONSUMERS} consumers × batch {PEER_BATCH}",
+                    # What a job costs each side, for sizing (docs/how-to/deployment.md#sizing).
+                    **cpu_detail(cpus[(processes, concurrency, "off")], server_cpus[(processes, concurrency)])},
         ))
     for mode in modes[1:]:
         figures += [observed(processes, concurrency, mode, rates[(processes, concurrency, mode)],
                              rates[(processes, concurrency, "off")], cpus[(processes, concurrency, mode)],
                              cpus[(processes, concurrency, "off")], work) for processes, concurrency in SHAPES]
     return figures
+
+
+def cpu_detail(workers_cpu: list[float], server_cpu: list[float]) -> dict[str, float]:
+    """The medians of the workers' and of PostgreSQL's CPU per job (µs), each where it was read."""
+    return {**({"worker_cpu_us_per_job": round(median(workers_cpu))} if workers_cpu else {}),
+            **({"postgres_cpu_us_per_job": round(median(server_cpu))} if server_cpu else {})}
 
 
 def observed(processes: int, concurrency: int, mode: str, samples: list[float], off: list[float],
