@@ -253,17 +253,19 @@ def tree_statements(model: Any, editor: BaseDatabaseSchemaEditor, parent: str, *
 
 
 def _leaf_statements(
-    indexes: list[IndexTemplate], state: str, day: dt.date | None, *, parent_of_leaf: str
+    indexes: list[IndexTemplate], state: str, day: dt.date | None, *, parent_of_leaf: str,
+    end: dt.date | None = None,
 ) -> list[str]:
     """A day's (or the DEFAULT) partition, made apart with its named indexes and then attached:
     ATTACH takes a lighter lock on the parent than CREATE ... PARTITION OF, and the leaf's
-    indexes keep names an operator recognises in a plan (``ojs_job_finished_completed_20261127``)."""
+    indexes keep names an operator recognises in a plan (``ojs_job_finished_completed_20261127``).
+    It holds ``width_days(state)`` days from ``day``, or up to ``end`` when given."""
     suffix = f"{state}_{day:%Y%m%d}" if day else f"{state}_default"
     leaf = f"{TABLE}_{suffix}"
     if day is None:
         bound = "DEFAULT"
     else:
-        end = day + dt.timedelta(days=width_days(state))
+        end = end or day + dt.timedelta(days=width_days(state))
         bound = f"FOR VALUES FROM ('{day.isoformat()} 00:00:00+00') TO ('{end.isoformat()} 00:00:00+00')"
     return [
         f"CREATE TABLE {_quote(leaf)} (LIKE {_quote(parent_of_leaf)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
@@ -380,27 +382,39 @@ def days_to_cover(now: dt.datetime, state: str) -> list[dt.date]:
 
 def _create_ahead(now: dt.datetime, existing: list[DayPartition], model: Any) -> list[str]:
     model = model or Job  # a migration passes its historical model
-    have = {(p.state, p.start) for p in existing}
     created = []
     with connection.schema_editor(collect_sql=True, atomic=False) as editor:
         _, history = index_templates(model, editor)
+    today = now.astimezone(dt.UTC).date()
     for state in TERMINAL_STATES:
         for day in days_to_cover(now, state):
-            if (state, day) in have:
-                continue
-            if _overlaps(existing, state, day):
-                continue  # a partition of another width holds some of these days
-            statements = _leaf_statements(history[state], state, day, parent_of_leaf=f"{TABLE}_{state}")
-            if _run_ddl(statements, f"create the {state} partition of {day}"):
-                created.append(f"{TABLE}_{state}_{day:%Y%m%d}")
+            block = (day, day + dt.timedelta(days=width_days(state)))
+            spans = _uncovered(existing, state, *block)
+            if spans != [block]:
+                # Partitions of another width (HISTORY_PARTITION_DAYS changed) hold some of these
+                # days: the rest get partitions of their own, from today on, so that no coming day
+                # falls to the DEFAULT partition, which only a DELETE prunes.
+                spans = [(max(start, today), end) for start, end in spans if end > today]
+            for start, end in spans:
+                statements = _leaf_statements(history[state], state, start, end=end,
+                                              parent_of_leaf=f"{TABLE}_{state}")
+                if _run_ddl(statements, f"create the {state} partition of {start}"):
+                    created.append(f"{TABLE}_{state}_{start:%Y%m%d}")
     return created
 
 
-def _overlaps(existing: list[DayPartition], state: str, day: dt.date) -> bool:
-    """Would a partition from ``day`` overlap one of ``state`` made with another width? Its days
-    then go to the DEFAULT partition until the next partition of the new width begins."""
-    end = day + dt.timedelta(days=width_days(state))
-    return any(p.state == state and p.start and p.end and p.start < end and day < p.end for p in existing)
+def _uncovered(existing: list[DayPartition], state: str, start: dt.date, end: dt.date) -> list[tuple[dt.date, dt.date]]:
+    """The spans of ``[start, end)`` that no partition of ``state`` holds, in order."""
+    held = sorted((p.start, p.end) for p in existing
+                  if p.state == state and p.start and p.end and p.start < end and start < p.end)
+    spans, at = [], start
+    for held_start, held_end in held:
+        if held_start > at:
+            spans.append((at, held_start))
+        at = max(at, held_end)
+    if at < end:
+        spans.append((at, end))
+    return spans
 
 
 def _drop_expired(now: dt.datetime, existing: list[DayPartition]) -> list[str]:
