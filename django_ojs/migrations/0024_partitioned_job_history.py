@@ -37,8 +37,10 @@ def partition(apps, schema_editor):
             "run `manage.py ojs_partition migrate` (online) to partition it: see "
             "docs/how-to/history-partitions.md"
         )
-        logger.warning(message)
-        print("\n  " + message)
+        if logger.hasHandlers():
+            logger.warning(message)  # where the project's logging sends it (a console, a file)
+        else:
+            print("\n  " + message)  # no logging configured: on the console that runs migrate, once
         return
     partition_migration.partition_in_place(apps.get_model("django_ojs", "Job"))
 

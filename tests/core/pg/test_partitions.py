@@ -498,6 +498,29 @@ def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
               f"{figures['longest_in_swap'] * 1000:.0f} ms, during the copy {figures['longest_in_copy'] * 1000:.0f} ms)")
 
 
+@pytest.mark.parametrize("logging_configured", [True, False])
+def test_a_table_too_big_to_partition_in_place_is_left_as_it_is_and_said_once(
+    plain_table, push, monkeypatch, capsys, caplog, logging_configured
+):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("django_ojs.migrations.0024_partitioned_job_history")
+    monkeypatch.setattr(migration, "INLINE_LIMIT", 0)  # one job is over it
+    if not logging_configured:  # pytest's own log capture is a handler: as a project without LOGGING
+        monkeypatch.setattr(migration.logger, "hasHandlers", lambda: False)
+    push(type="a.b")
+    with connection.schema_editor() as editor:
+        migration.partition(apps, editor)
+    assert not partitions.is_partitioned()
+    printed = capsys.readouterr()
+    logged = [record.getMessage() for record in caplog.records]
+    said = [*printed.out.splitlines(), *printed.err.splitlines(), *logged]
+    assert len([line for line in said if "left unpartitioned" in line]) == 1, said
+    assert any("ojs_partition migrate" in line for line in (logged if logging_configured else [printed.out]))
+
+
 def test_migrating_back_to_0023_makes_one_plain_table_with_every_job_and_forward_again(push, claim):
     waiting, running = push(type="a.b"), claim("w1")
     Job.objects.ack(running.id)
@@ -520,13 +543,15 @@ def test_migrating_back_to_0023_makes_one_plain_table_with_every_job_and_forward
     assert newer.seq > running.seq
 
 
-def test_a_new_partition_width_never_overlaps_the_partitions_made_before(ojs, caplog):
+def test_a_new_partition_width_fills_the_days_between_and_never_overlaps_the_partitions_made_before(ojs, caplog):
     month = 30 * 86400
     ojs(HISTORY_PARTITION_DAYS=7, RETENTION={**partitions.ojs_settings.RETENTION, "completed": month,
                                              "cancelled": month, "discarded": month})
-    assert not partitions.maintain(dt.datetime.now(dt.UTC))["created"]  # today's one-day partitions stand
-    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=10)
-    made = partitions.maintain(later)["created"]  # clear of them: the new width's
+    now = dt.datetime.now(dt.UTC)
+    today = now.date()
+    made = partitions.maintain(now)["created"]  # today's one-day partitions stand; the rest of the week gets its own
+    later = now + dt.timedelta(days=10)
+    made += partitions.maintain(later)["created"]  # clear of them: the new width's
     try:
         assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.records
         with connection.cursor() as cursor:
@@ -534,8 +559,14 @@ def test_a_new_partition_width_never_overlaps_the_partitions_made_before(ojs, ca
         for state in partitions.TERMINAL_STATES:
             mine = sorted((start, end) for s, start, end in spans if s == state)
             assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(mine)), mine
+            # No day from today to the partitions of the new width falls to the DEFAULT partition.
+            [(first_new, _)] = [(start, end) for start, end in mine if start <= later.date() < end]
+            days = (first_new - today).days
+            for day in (today + dt.timedelta(days=n) for n in range(days)):
+                assert any(start <= day < end for start, end in mine), (state, day, mine)
             [(start, end)] = [(start, end) for start, end in mine if start <= later.date() < end]
             assert end - start == dt.timedelta(days=partitions.width_days(state))  # 7; discarded 30
+        assert partitions.maintain(now)["created"] == []  # nothing left to fill: a second pass makes nothing
     finally:
         with connection.cursor() as cursor:
             for name in made:
