@@ -14,6 +14,7 @@ from django.db import transaction
 
 from ..models import Queue
 from ..protocol import fairness
+from ..protocol.envelope import validate_queue_name
 from ..protocol.errors import InvalidRequest
 from ..protocol.ratelimit import parse_limit_fields, parse_window
 from . import events
@@ -79,7 +80,11 @@ def render_config(queue: Queue) -> dict[str, Any]:
 
 
 def update(name: str, changes: Mapping[str, Any]) -> Queue:
-    """Apply a validated configuration change; the row is created if the queue had none."""
+    """Apply a validated configuration change; the row is created if the queue had none.
+
+    ``name`` must be a name a job could be enqueued to (``InvalidRequest`` otherwise): a
+    queue configured from code under any other name would be listed and never used."""
+    validate_queue_name(name, "name")
     with transaction.atomic():
         now = db_now()
         queue, _ = Queue.objects.select_for_update().get_or_create(name=name)

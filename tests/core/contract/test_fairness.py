@@ -127,6 +127,16 @@ def test_a_bad_fairness_key_is_refused_and_changes_nothing(db):
         assert refused.value.details.get("field", "fairness_key") == "fairness_key"
 
 
+def test_configuring_from_code_a_queue_no_job_could_use_is_refused_and_makes_no_queue(db):
+    from django_ojs.models import Queue
+
+    for bad in ("fq_args", "Reports", "", "-x"):
+        with pytest.raises(InvalidRequest) as refused:
+            queue_config.update(bad, {"fairness_key": "meta.tenant"})
+        assert refused.value.details.get("field") == "name"
+    assert not Queue.objects.exists()
+
+
 def test_rate_limited_jobs_of_a_fair_queue_still_keep_their_limit(push):
     fair()
     for tenant in ("a", "b"):
