@@ -15,7 +15,7 @@ from ..protocol.durations import format_timestamp
 from ..protocol.errors import QueueFull
 from ..protocol.failure import Failure
 from ..protocol.states import TERMINAL, JobState, Move, target
-from . import events
+from . import events, partitions
 from .queue_settings import settings_of
 from .workflows import advance
 
@@ -69,7 +69,7 @@ def _drop_oldest(name: str, count: int, now: dt.datetime) -> None:
         job.finished_at = now
         job.run_at = None
         job.error = failure.as_dict(job.attempt, stamp)
-    Job.objects.bulk_update(victims, ["state", "finished_at", "run_at", "error"])
+    partitions.live_jobs().bulk_update(victims, ["state", "finished_at", "run_at", "error"])
     JobError.objects.bulk_create(
         JobError(job_id=job.seq, attempt=job.attempt, type=failure.type, message=failure.message,
                  retryable=False, occurred_at=now)

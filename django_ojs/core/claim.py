@@ -226,4 +226,5 @@ def mark_claimed(
         now,
         lambda: (events.job_event("job.started", job, now, worker_id=worker_id) for job in jobs),
         data={"worker_id": worker_id},
+        live=True,
     )

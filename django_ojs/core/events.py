@@ -100,17 +100,20 @@ def record_for_jobs(
     *,
     data: dict[str, Any] | None = None,
     with_duration: bool = False,
+    live: bool = False,
 ) -> None:
     """Record one ``kind`` event per job, read from the jobs' rows as they are now.
 
     The payload is ``job_event``'s (job_id, job_type, queue, state, attempt,
     plus ``data``, plus ``duration_ms`` since ``started_at``). The engine
     may build them in one statement (``Engine.record_job_events``);
-    otherwise ``fallback()`` builds them in Python.
+    otherwise ``fallback()`` builds them in Python. ``live``: the jobs are in
+    a live state now (claimed, promoted), so the rows are read from the live
+    partition alone (``partitions.live_jobs``).
     """
     if not seqs:
         return
     if not ojs_settings.EVENTS and not signals.observed():
         return
-    if not engine.current().record_job_events(kind, seqs, time, data or {}, with_duration=with_duration):
+    if not engine.current().record_job_events(kind, seqs, time, data or {}, with_duration=with_duration, live=live):
         record(fallback())

@@ -39,7 +39,7 @@ from ..protocol.durations import format_timestamp
 from ..protocol.failure import Failure
 from ..protocol.ratelimit import Budget, Limit, Usage, budget, limit_from_dict, queue_key, size_of
 from ..protocol.states import JobState, Move, target
-from . import events
+from . import events, partitions
 from .clock import db_now
 from .overrides import with_override, with_overrides
 from .queue_settings import forget, limit_of, settings_of
@@ -249,7 +249,7 @@ def _set_aside(aside: list[tuple[Job, Limit, Budget]], now: dt.datetime) -> None
         batch_events.append(
             events.other_event("rate_limit.dropped", now, queue=job.queue, key=limit.key, job_id=str(job.id), job_type=job.type)
         )
-    Job.objects.bulk_update([job for job, _, _ in aside], ["state", "run_at", "scheduled_at", "finished_at", "error", "unique_states"])
+    partitions.live_jobs().bulk_update([job for job, _, _ in aside], ["state", "run_at", "scheduled_at", "finished_at", "error", "unique_states"])
     JobError.objects.bulk_create(history)
     events.record(batch_events)
     # A dropped workflow step fails its step (its job row is locked).

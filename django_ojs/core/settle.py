@@ -34,7 +34,7 @@ from ..protocol.durations import format_timestamp, to_millis
 from ..protocol.failure import Failure
 from ..protocol.retry import FailureDecision, RetryPolicy, decide
 from ..protocol.states import JobState, Move, sources, target
-from . import events
+from . import events, partitions
 from .claimant import hold_claimant
 from .clock import TxNow
 from .dead_letter import KEPT_WORDS
@@ -431,7 +431,7 @@ def settle_rows(
         entry, settled_events = settle_failure(job, failure, now, mode)
         entries.append(entry)
         batch_events.extend(settled_events)
-    Job.objects.bulk_update([job for job, _, _ in failed], FAILURE_FIELDS)
+    partitions.live_jobs().bulk_update([job for job, _, _ in failed], FAILURE_FIELDS)
     JobError.objects.bulk_create(entries)
     events.record(batch_events)
     if advance:
@@ -480,7 +480,7 @@ def expire_rows(jobs: list[Job], now: dt.datetime) -> int:
                 ttl_ms=to_millis(job.expires_at - job.created_at),
             )
         )
-    Job.objects.bulk_update(jobs, ["state", "finished_at", "run_at", "error"])
+    partitions.live_jobs().bulk_update(jobs, ["state", "finished_at", "run_at", "error"])
     JobError.objects.bulk_create(entries)
     events.record(batch_events)
     advance_workflows({job.seq: job.state for job in jobs})

@@ -75,9 +75,11 @@ class StepwiseEngine:
         return False
 
     def record_job_events(
-        self, kind: str, seqs: list[int], time: dt.datetime, data: dict[str, Any], *, with_duration: bool
+        self, kind: str, seqs: list[int], time: dt.datetime, data: dict[str, Any], *, with_duration: bool,
+        live: bool = False,
     ) -> bool:
-        """Record one event per job from its row; False: the caller builds them in Python."""
+        """Record one event per job from its row (``live``: a row in a live state); False: the caller
+        builds them in Python."""
         return False
 
     def queues_with_work(self, names: list[str], types: Sequence[str] | None = None) -> list[str]:

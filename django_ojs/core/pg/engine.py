@@ -112,11 +112,12 @@ class PostgresEngine(StepwiseEngine):
         return True
 
     def record_job_events(
-        self, kind: str, seqs: list[int], time: dt.datetime, data: dict[str, Any], *, with_duration: bool
+        self, kind: str, seqs: list[int], time: dt.datetime, data: dict[str, Any], *, with_duration: bool,
+        live: bool = False,
     ) -> bool:
         if not ojs_settings.EVENTS:
             return False  # nothing to store; the receivers get them built in Python
-        events.insert_from_rows(kind, seqs, time, data, with_duration=with_duration)
+        events.insert_from_rows(kind, seqs, time, data, with_duration=with_duration, live=live)
         return True
 
     def queues_with_work(self, names: list[str], types: Sequence[str] | None = None) -> list[str]:
