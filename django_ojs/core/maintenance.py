@@ -10,9 +10,10 @@ it again while a full batch comes back.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, Value
 
 from ..conf import ojs_settings
@@ -27,6 +28,8 @@ from .row_movement import retried_on_row_movement
 from .settle import expire_rows, settle_rows
 from .types import Settle
 from .workers import recover_jobs
+
+logger = logging.getLogger("django_ojs.reaper")
 
 
 @retried_on_row_movement
@@ -43,12 +46,14 @@ def promote_due(limit: int) -> int:
         )
         if due:
             now = db_now()
-            Job.objects.filter(seq__in=due).update(state=target(Move.PROMOTE), enqueued_at=now, run_at=None)
+            promoted = partitions.live_jobs().filter(seq__in=due)  # live: never planned over history
+            promoted.update(state=target(Move.PROMOTE), enqueued_at=now, run_at=None)
             events.record_for_jobs(
                 "job.enqueued",
                 due,
                 now,
-                lambda: (events.job_event("job.enqueued", job, now) for job in Job.objects.filter(seq__in=due)),
+                lambda: (events.job_event("job.enqueued", job, now) for job in promoted.all()),
+                live=True,
             )
     return len(due)
 
@@ -103,12 +108,56 @@ def prune(limit: int) -> dict[str, int]:
     DROP, and the coming days' are made; the DELETEs below then reach only completed and
     cancelled rows older than every day partition of their state (the DEFAULT partition's),
     and discarded jobs, plain discards and dead letters, each at its own retention.
+
+    Each step is a transaction whose locks are waited for at most ``partitions.LOCK_TIMEOUT``
+    (``_bounded``): a day partition an operator holds (``VACUUM FULL``) costs a step this pass,
+    logged, not the reaper's other duties their turn.
     """
     retention = ojs_settings.RETENTION
     now = db_now()
     upkeep = partitions.maintain(now)
     day_starts = partitions.oldest_day_starts() if partitions.is_partitioned() else {}
-    pruned = {"partitions_created": len(upkeep["created"]), "partitions_dropped": len(upkeep["dropped"])}
+    pruned = {"partitions_created": len(upkeep["created"]), "partitions_dropped": len(upkeep["dropped"]),
+              **dict.fromkeys(JOB_KINDS, 0)}
+    if day_starts is not None:
+        # Else the partitions could not be read in time (logged): where the DELETEs may go is
+        # unknown, and they would wait on that lock too. Jobs are the next pass's.
+        pruned.update(_bounded("delete finished jobs", lambda: _prune_jobs(now, limit, day_starts)) or {})
+    keep = retention.get("workflows", retention["completed"])
+    for key, step in (
+        ("events", lambda: _prune_events(now - dt.timedelta(seconds=retention["events"]), limit)),
+        ("dead_workers", lambda: prune_dead_workers(limit)),
+        ("rate_limit_starts", lambda: limits.prune_starts(now, limit)),
+        ("workflows", lambda: _prune_workflows(now - dt.timedelta(seconds=keep), limit)),
+    ):
+        pruned[key] = _bounded(f"prune {key.replace('_', ' ')}", step) or 0
+    return pruned
+
+
+# What ``_prune_jobs`` counts, by kind.
+JOB_KINDS = ("completed", "cancelled", "discarded", "dead_letter")
+
+
+def _bounded(what: str, step: Any) -> Any:
+    """``step()`` in a transaction whose locks wait at most ``partitions.LOCK_TIMEOUT``; its result,
+    or None (logged) when a lock was not had in time. Its own transactions become savepoints."""
+    try:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL lock_timeout = '{partitions.LOCK_TIMEOUT}'")
+            return step()
+    except OperationalError as exc:
+        if not partitions.lock_not_had(exc):
+            raise
+        logger.warning("prune: could not %s (%s); next pass tries again", what, str(exc).strip())
+        return None
+
+
+def _prune_jobs(now: dt.datetime, limit: int, day_starts: dict[str, dt.datetime]) -> dict[str, int]:
+    """The DELETE part of ``prune``: finished jobs past their retention, up to ``limit`` of each kind."""
+    retention = ojs_settings.RETENTION
+    pruned: dict[str, int] = {}
     for state, key, dead_letter in (
         (JobState.COMPLETED, "completed", None),
         (JobState.CANCELLED, "cancelled", None),
@@ -128,11 +177,6 @@ def prune(limit: int) -> dict[str, int]:
             older = older.filter(dead_letter=dead_letter)
         pruned[key] = _delete_jobs(older.order_by("finished_at"), limit)
     pruned["dead_letter"] += _cap_dead_letter(retention["dead_letter_max_count"], limit)
-    pruned["events"] = _prune_events(now - dt.timedelta(seconds=retention["events"]), limit)
-    pruned["dead_workers"] = prune_dead_workers(limit)
-    pruned["rate_limit_starts"] = limits.prune_starts(now, limit)
-    keep = retention.get("workflows", retention["completed"])
-    pruned["workflows"] = _prune_workflows(now - dt.timedelta(seconds=keep), limit)
     return pruned
 
 

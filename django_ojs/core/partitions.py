@@ -28,10 +28,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import ProgrammingError, connection, connections, transaction
+from django.db import OperationalError, ProgrammingError, connection, connections, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.models import QuerySet
 from django.db.models.sql.datastructures import BaseTable
@@ -93,6 +94,8 @@ HISTORY_INDEXES: dict[str, tuple[str, tuple[str, ...]]] = {
 # DDL on the job tables waits at most this long for its lock, then gives up until the next pass:
 # a queue of claims must never line up behind a maintenance statement waiting for a long query.
 LOCK_TIMEOUT = "2s"
+# PostgreSQL's "lock_not_available": a lock not had within the lock timeout.
+LOCK_NOT_AVAILABLE = "55P03"
 # The advisory lock that keeps partition upkeep to one reaper at a time ("OJSP").
 UPKEEP_LOCK = 0x4F4A5350
 # PostgreSQL's "undefined_table": a partition dropped between reading the list and reading it.
@@ -322,15 +325,51 @@ def _date_of(text: str) -> dt.date:
     return dt.datetime.fromisoformat(text.replace(" ", "T")).astimezone(dt.UTC).date()
 
 
-def oldest_day_starts() -> dict[str, dt.datetime]:
+def oldest_day_starts() -> dict[str, dt.datetime] | None:
     """Per terminal state, where its oldest day partition begins: the DELETE prune keeps below it
-    (rows there can only be in the DEFAULT partition), so day partitions go by DROP alone."""
+    (rows there can only be in the DEFAULT partition), so day partitions go by DROP alone.
+    None when the partitions could not be read within ``LOCK_TIMEOUT`` (``bounded_read``)."""
     starts: dict[str, dt.datetime] = {}
-    with connection.cursor() as cursor:
+    with bounded_read("read the oldest days") as cursor:
         for partition in day_partitions(cursor):
             if partition.start is not None and partition.state not in starts:
                 starts[partition.state] = dt.datetime.combine(partition.start, dt.time(), dt.UTC)
-    return starts
+        return starts
+    return None
+
+
+@contextmanager
+def bounded_read(what: str) -> Iterator[Any]:
+    """A transaction whose locks are waited for at most ``LOCK_TIMEOUT``; its cursor.
+
+    Reading the partition tree opens every leaf (``pg_get_expr`` of its bound): an operator's
+    ``VACUUM FULL`` or ``LOCK TABLE`` on one would hold the reaper -- and with it every duty
+    after the prune, requeueing lapsed leases among them -- for as long as it runs. A lock
+    not had in time is logged and swallowed, and the statement after the ``with`` runs: the
+    work is the next pass's.
+    """
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            yield cursor
+    except OperationalError as exc:
+        if not lock_not_had(exc):
+            raise
+        logger.warning("job history partitions: could not %s (%s); next pass tries again", what, str(exc).strip())
+
+
+def live_jobs() -> QuerySet:
+    """Jobs in the live partition's states. A statement that names them is planned and locked on
+    the live partition alone, not on every day partition of history: no planning over some 40
+    partitions, and no wait behind an operator's VACUUM FULL or LOCK TABLE of one. For writes to
+    jobs a transaction holds in one of these states (``bulk_update`` keeps the filter)."""
+    return Job.objects.filter(state__in=LIVE_STATES)
+
+
+def lock_not_had(exc: BaseException) -> bool:
+    """Is ``exc`` PostgreSQL's lock timeout (``LOCK_NOT_AVAILABLE``)?"""
+    error = exc.__cause__ if exc.__cause__ is not None else exc
+    return getattr(error, "sqlstate", None) == LOCK_NOT_AVAILABLE
 
 
 def retention_of(state: str) -> dt.timedelta:
@@ -349,17 +388,20 @@ def retention_of(state: str) -> dt.timedelta:
 def maintain(now: dt.datetime, model: Any = None) -> dict[str, list[str]]:
     """Create the coming days' partitions and drop those past retention; what it did, by name.
 
-    One reaper at a time (an advisory lock; the others skip). Each DDL statement waits at most
-    ``LOCK_TIMEOUT`` for its lock: a partition not made or dropped now is next pass's work.
+    One reaper at a time (an advisory lock; the others skip). Reading the partitions and each
+    DDL statement wait at most ``LOCK_TIMEOUT`` for their locks: what is not done now is next
+    pass's work.
     """
     done: dict[str, list[str]] = {"created": [], "dropped": []}
     if not is_partitioned():
         return done
-    with transaction.atomic(), connection.cursor() as cursor:
+    existing = None
+    with bounded_read("read the partitions") as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [UPKEEP_LOCK])
-        if not cursor.fetchone()[0]:
-            return done
-        existing = day_partitions(cursor)
+        if cursor.fetchone()[0]:
+            existing = day_partitions(cursor)
+    if existing is None:
+        return done  # another reaper's pass, or the partitions not readable in time
     done["created"] = _create_ahead(now, existing, model)
     done["dropped"] = _drop_expired(now, existing)
     for verb, names in done.items():

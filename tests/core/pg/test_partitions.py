@@ -498,6 +498,46 @@ def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
               f"{figures['longest_in_swap'] * 1000:.0f} ms, during the copy {figures['longest_in_copy'] * 1000:.0f} ms)")
 
 
+def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, claim, caplog):
+    """An operator's VACUUM FULL (here LOCK TABLE) on a day partition of history: the reaper's
+    tick ends while the lock is still held -- the lapsed lease requeued, the due job promoted, the prune's steps that
+    need the partition given up after the lock timeout, in a line each -- and once the lock goes,
+    the next tick prunes as usual."""
+    from django_ojs.reaper import Reaper
+
+    lapsed = claim("w1")
+    update(lapsed, lease_expires_at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
+    due = push(type="a.b", options={"scheduled_at": "2099-01-01T00:00:00Z"})
+    update(due, run_at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
+    with connection.cursor() as cursor:
+        leaf = next(p.name for p in partitions.day_partitions(cursor) if p.state == "completed" and p.start)
+    db = connections["default"].settings_dict
+    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
+                         user=db["USER"] or None) as holder:
+        holder.execute(f"LOCK TABLE {leaf} IN ACCESS EXCLUSIVE MODE")
+        def reaper_tick() -> None:
+            try:
+                Reaper().tick()
+            finally:
+                connection.close()  # this thread's own
+
+        tick = threading.Thread(target=reaper_tick, daemon=True)
+        tick.start()
+        try:
+            wait_until(lambda: not tick.is_alive(), 60, "the reaper's tick to end while the partition is held")
+        finally:
+            holder.rollback()  # let a tick that waited finish, so the test's database can be flushed
+            tick.join(60)
+    assert Job.objects.get(id=lapsed.id).state == "available"  # the lease duty ran
+    assert Job.objects.get(id=due.id).state == "available"  # and the promotion
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("could not read the partitions" in line and "next pass" in line for line in warned), warned
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.records  # a line, no traceback
+    caplog.clear()
+    Reaper().tick()  # the lock gone: the next pass prunes as usual
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")], caplog.records
+
+
 @pytest.mark.parametrize("logging_configured", [True, False])
 def test_a_table_too_big_to_partition_in_place_is_left_as_it_is_and_said_once(
     plain_table, push, monkeypatch, capsys, caplog, logging_configured
