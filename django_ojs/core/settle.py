@@ -274,12 +274,15 @@ def _fail_rows(held: list[tuple[Settlement, tuple]], now: dt.datetime) -> list[J
 def fail(job_id: Any, failure: Failure, *, lease: Lease = Lease(), requeue: bool = False) -> Job:
     """Report a failed attempt: retryable, discarded, or (``requeue``) released."""
     with transaction.atomic():
-        job = Job.objects.select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
+        # Locked in the live partition only: never planned over history, nor waiting on an
+        # operator's lock of a day partition there (partitions.live_jobs).
+        job = partitions.live_jobs().select_for_update().annotate(db_now=TxNow()).filter(id=job_id).first()
         if job is None or job.state != JobState.ACTIVE or not lease.holds(job):
-            raise refusal(job, job_id, Move.FAIL)
+            # A finished job is in history: the refusal says why from its row, read unlocked.
+            raise refusal(job or Job.objects.filter(id=job_id).first(), job_id, Move.FAIL)
         mode = Settle.RELEASE if requeue else Settle.POLICY
         entry, settled_events = settle_failure(job, failure, job.db_now, mode)
-        job.save(update_fields=FAILURE_FIELDS)
+        partitions.live_jobs().bulk_update([job], FAILURE_FIELDS)
         JobError.objects.bulk_create([entry])
         events.record(settled_events)
         advance_workflows({job.seq: job.state})

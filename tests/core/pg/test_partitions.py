@@ -509,6 +509,7 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
     update(lapsed, lease_expires_at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
     due = push(type="a.b", options={"scheduled_at": "2099-01-01T00:00:00Z"})
     update(due, run_at=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
+    nacked = claim("w2")
     with connection.cursor() as cursor:
         leaf = next(p.name for p in partitions.day_partitions(cursor) if p.state == "completed" and p.start)
     db = connections["default"].settings_dict
@@ -518,6 +519,8 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
         def reaper_tick() -> None:
             try:
                 Reaper().tick()
+                # And a worker's NACK meanwhile: it too writes through the live partition.
+                Job.objects.fail(nacked.id, Failure(type="Boom", message="no"))
             finally:
                 connection.close()  # this thread's own
 
@@ -530,6 +533,7 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
             tick.join(60)
     assert Job.objects.get(id=lapsed.id).state == "available"  # the lease duty ran
     assert Job.objects.get(id=due.id).state == "available"  # and the promotion
+    assert Job.objects.get(id=nacked.id).state == "retryable"  # and the NACK
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("could not read the partitions" in line and "next pass" in line for line in warned), warned
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.records  # a line, no traceback
