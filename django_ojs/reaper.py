@@ -140,7 +140,8 @@ class Reaper:
                 result = loop.run(self.batch_size)
             except DatabaseError as exc:
                 if lock_not_had(exc):
-                    # A table an operator holds (maintenance on a history partition): expected, said in a line.
+                    # A lock_timeout the database sets (a role's, say) and a table an operator holds:
+                    # expected, said in a line. The prune's own lock timeouts it handles itself.
                     logger.warning("reaper loop %s: a lock not had in time (%s); next tick tries again",
                                    loop.name, str(exc).strip())
                 elif not self._outage.failed(exc):

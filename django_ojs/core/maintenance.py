@@ -10,10 +10,9 @@ it again while a full batch comes back.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from typing import Any
 
-from django.db import OperationalError, connection, transaction
+from django.db import transaction
 from django.db.models import Exists, Max, OuterRef, Q, Value
 
 from ..conf import ojs_settings
@@ -28,8 +27,6 @@ from .row_movement import retried_on_row_movement
 from .settle import expire_rows, settle_rows
 from .types import Settle
 from .workers import recover_jobs
-
-logger = logging.getLogger("django_ojs.reaper")
 
 
 @retried_on_row_movement
@@ -110,7 +107,7 @@ def prune(limit: int) -> dict[str, int]:
     and discarded jobs, plain discards and dead letters, each at its own retention.
 
     Each step is a transaction whose locks are waited for at most ``partitions.LOCK_TIMEOUT``
-    (``_bounded``): a day partition an operator holds (``VACUUM FULL``) costs a step this pass,
+    (``partitions.bounded_locks``): a day partition an operator holds (``VACUUM FULL``) costs a step this pass,
     logged, not the reaper's other duties their turn.
     """
     retention = ojs_settings.RETENTION
@@ -139,19 +136,11 @@ JOB_KINDS = ("completed", "cancelled", "discarded", "dead_letter")
 
 
 def _bounded(what: str, step: Any) -> Any:
-    """``step()`` in a transaction whose locks wait at most ``partitions.LOCK_TIMEOUT``; its result,
-    or None (logged) when a lock was not had in time. Its own transactions become savepoints."""
-    try:
-        with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute(f"SET LOCAL lock_timeout = '{partitions.LOCK_TIMEOUT}'")
-            return step()
-    except OperationalError as exc:
-        if not partitions.lock_not_had(exc):
-            raise
-        logger.warning("prune: could not %s (%s); next pass tries again", what, str(exc).strip())
-        return None
+    """``step()`` under ``partitions.bounded_locks``: its result, or None (logged) when a lock was
+    not had in time. Its own transactions become savepoints."""
+    with partitions.bounded_locks(what, subject="prune"):
+        return step()
+    return None
 
 
 def _prune_jobs(now: dt.datetime, limit: int, day_starts: dict[str, dt.datetime]) -> dict[str, int]:

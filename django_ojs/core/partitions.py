@@ -328,9 +328,9 @@ def _date_of(text: str) -> dt.date:
 def oldest_day_starts() -> dict[str, dt.datetime] | None:
     """Per terminal state, where its oldest day partition begins: the DELETE prune keeps below it
     (rows there can only be in the DEFAULT partition), so day partitions go by DROP alone.
-    None when the partitions could not be read within ``LOCK_TIMEOUT`` (``bounded_read``)."""
+    None when the partitions could not be read within ``LOCK_TIMEOUT`` (``bounded_locks``)."""
     starts: dict[str, dt.datetime] = {}
-    with bounded_read("read the oldest days") as cursor:
+    with bounded_locks("read the oldest days") as cursor:
         for partition in day_partitions(cursor):
             if partition.start is not None and partition.state not in starts:
                 starts[partition.state] = dt.datetime.combine(partition.start, dt.time(), dt.UTC)
@@ -339,23 +339,25 @@ def oldest_day_starts() -> dict[str, dt.datetime] | None:
 
 
 @contextmanager
-def bounded_read(what: str) -> Iterator[Any]:
-    """A transaction whose locks are waited for at most ``LOCK_TIMEOUT``; its cursor.
+def bounded_locks(what: str, subject: str = "job history partitions") -> Iterator[Any]:
+    """A transaction whose locks are waited for at most ``LOCK_TIMEOUT`` (PostgreSQL); its cursor.
 
-    Reading the partition tree opens every leaf (``pg_get_expr`` of its bound): an operator's
-    ``VACUUM FULL`` or ``LOCK TABLE`` on one would hold the reaper -- and with it every duty
-    after the prune, requeueing lapsed leases among them -- for as long as it runs. A lock
-    not had in time is logged and swallowed, and the statement after the ``with`` runs: the
-    work is the next pass's.
+    Reading the partition tree opens every leaf (``pg_get_expr`` of its bound), and the prune's
+    DELETEs and orphan checks read the whole job table: an operator's ``VACUUM FULL`` or ``LOCK
+    TABLE`` on one day partition would hold the reaper -- and with it every duty after the prune,
+    requeueing lapsed leases among them -- for as long as it runs. A lock not had in time is
+    logged (``subject: could not what``) and swallowed, and the statement after the ``with``
+    runs: the work is the next pass's.
     """
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            if connection.vendor == "postgresql":
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             yield cursor
     except OperationalError as exc:
         if not lock_not_had(exc):
             raise
-        logger.warning("job history partitions: could not %s (%s); next pass tries again", what, str(exc).strip())
+        logger.warning("%s: could not %s (%s); next pass tries again", subject, what, str(exc).strip())
 
 
 def live_jobs() -> QuerySet:
@@ -396,7 +398,7 @@ def maintain(now: dt.datetime, model: Any = None) -> dict[str, list[str]]:
     if not is_partitioned():
         return done
     existing = None
-    with bounded_read("read the partitions") as cursor:
+    with bounded_locks("read the partitions") as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [UPKEEP_LOCK])
         if cursor.fetchone()[0]:
             existing = day_partitions(cursor)

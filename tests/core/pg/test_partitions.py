@@ -500,9 +500,9 @@ def test_the_online_migration_of_a_big_table(plain_table, push, capsys):
 
 def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, claim, caplog):
     """An operator's VACUUM FULL (here LOCK TABLE) on a day partition of history: the reaper's
-    tick ends while the lock is still held -- the lapsed lease requeued, the due job promoted, the prune's steps that
-    need the partition given up after the lock timeout, in a line each -- and once the lock goes,
-    the next tick prunes as usual."""
+    tick ends while the lock is still held -- the lapsed lease requeued, the due job promoted, a
+    NACK settled, the prune's steps that need the partition given up after the lock timeout, in
+    a line each -- and once the lock goes, the next tick prunes as usual."""
     from django_ojs.reaper import Reaper
 
     lapsed = claim("w1")
@@ -516,6 +516,7 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
     with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
                          user=db["USER"] or None) as holder:
         holder.execute(f"LOCK TABLE {leaf} IN ACCESS EXCLUSIVE MODE")
+
         def reaper_tick() -> None:
             try:
                 Reaper().tick()
