@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
 from . import partitions
 from .partitions import TABLE, _quote
@@ -36,9 +36,13 @@ NEXT = f"{TABLE}_next"
 OLD = f"{TABLE}_unpartitioned"
 PROGRESS = f"{TABLE}_partitioning"
 MIRROR = "django_ojs_job_mirror"
-# How long the swap waits for its lock before it gives up and tries again.
-SWAP_LOCK_TIMEOUT = "5s"
-SWAP_ATTEMPTS = 5
+# The trigger's creation and the swap take locks that every writer of the job table queues
+# behind while they wait for them (a long query -- a report, pg_dump -- holds them up). So each try
+# waits a short while, then gives up and lets the writers through before the next; later tries
+# wait longer, for a table whose transactions are long. Seconds each try waits for its locks:
+LOCK_TRIES = (0.2, 0.2, 0.5, 0.5, 1.0, 1.0, 2.0, 2.0)
+# Seconds between two tries: the writers that queued meanwhile get through.
+LOCK_TRY_PAUSE = 1.0
 
 
 class MigrationError(Exception):
@@ -125,35 +129,35 @@ def start(model: Any) -> Progress:
     current = progress()
     if current is not None and _exists(NEXT):
         return current
-    with transaction.atomic():
+
+    def install(cursor: Any) -> None:
         _drop_leftovers()
         _build_tree(model)
         columns = _columns()
-        with connection.cursor() as cursor:
-            # CREATE TRIGGER waits for the table's writers in flight, and writers queue behind it:
-            # not for long (a long transaction elsewhere makes the start fail; run it again).
-            cursor.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
-            cursor.execute(
-                f"""CREATE FUNCTION {MIRROR}() RETURNS trigger AS $$
-                BEGIN
-                    IF TG_OP <> 'INSERT' THEN
-                        DELETE FROM {_quote(NEXT)} WHERE seq = OLD.seq AND state = OLD.state;
-                    END IF;
-                    IF TG_OP <> 'DELETE' THEN
-                        INSERT INTO {_quote(NEXT)} ({", ".join(columns)})
-                        VALUES ({", ".join("NEW." + column for column in columns)});
-                    END IF;
-                    RETURN NULL;
-                END $$ LANGUAGE plpgsql"""
-            )
-            cursor.execute(
-                f"CREATE TRIGGER {MIRROR} AFTER INSERT OR UPDATE OR DELETE ON {_quote(TABLE)} "
-                f"FOR EACH ROW EXECUTE FUNCTION {MIRROR}()"
-            )
-            cursor.execute(
-                f"CREATE TABLE {PROGRESS} (id smallint PRIMARY KEY DEFAULT 1, copied_through bigint NOT NULL, "
-                "copy_until bigint NOT NULL, started_at timestamptz NOT NULL, swapped_at timestamptz)"
-            )
+        cursor.execute(
+            f"""CREATE FUNCTION {MIRROR}() RETURNS trigger AS $$
+            BEGIN
+                IF TG_OP <> 'INSERT' THEN
+                    DELETE FROM {_quote(NEXT)} WHERE seq = OLD.seq AND state = OLD.state;
+                END IF;
+                IF TG_OP <> 'DELETE' THEN
+                    INSERT INTO {_quote(NEXT)} ({", ".join(columns)})
+                    VALUES ({", ".join("NEW." + column for column in columns)});
+                END IF;
+                RETURN NULL;
+            END $$ LANGUAGE plpgsql"""
+        )
+        # CREATE TRIGGER waits for the table's writers in flight, and writers queue behind it.
+        cursor.execute(
+            f"CREATE TRIGGER {MIRROR} AFTER INSERT OR UPDATE OR DELETE ON {_quote(TABLE)} "
+            f"FOR EACH ROW EXECUTE FUNCTION {MIRROR}()"
+        )
+        cursor.execute(
+            f"CREATE TABLE {PROGRESS} (id smallint PRIMARY KEY DEFAULT 1, copied_through bigint NOT NULL, "
+            "copy_until bigint NOT NULL, started_at timestamptz NOT NULL, swapped_at timestamptz)"
+        )
+
+    in_lock_tries("install the mirror trigger", install)
     # Read after the trigger's commit: every row written later is mirrored, so the copy
     # needs to go no further than the highest seq now.
     with transaction.atomic(), connection.cursor() as cursor:
@@ -205,23 +209,37 @@ def copy_batch(batch_size: int) -> Progress:
 
 def swap() -> None:
     """Put the tree in the table's place, in one short transaction (see the module's docstring)."""
-    for attempt in range(SWAP_ATTEMPTS):
+
+    def exchange(cursor: Any) -> None:
+        cursor.execute(f"LOCK TABLE {_quote(TABLE)}, {_quote(NEXT)} IN ACCESS EXCLUSIVE MODE")
+        _check_counts(cursor)
+        cursor.execute(f"DROP TRIGGER {MIRROR} ON {_quote(TABLE)}")
+        cursor.execute(f"DROP FUNCTION {MIRROR}()")
+        _exchange(cursor, plain=TABLE, tree=NEXT, plain_to=OLD)
+        cursor.execute(f"UPDATE {PROGRESS} SET swapped_at = now()")
+
+    in_lock_tries("swap the tables", exchange)
+
+
+def in_lock_tries(what: str, work: Callable[[Any], None]) -> None:
+    """Run ``work(cursor)`` in a transaction whose locks are waited for as ``LOCK_TRIES`` says: a
+    try that does not get them in time is rolled back, and the next one starts after a pause.
+    When none does, a ``MigrationError`` names the sessions holding the table; nothing changed."""
+    for number, wait in enumerate(LOCK_TRIES, 1):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
-                cursor.execute(f"LOCK TABLE {_quote(TABLE)}, {_quote(NEXT)} IN ACCESS EXCLUSIVE MODE")
-                _check_counts(cursor)
-                cursor.execute(f"DROP TRIGGER {MIRROR} ON {_quote(TABLE)}")
-                cursor.execute(f"DROP FUNCTION {MIRROR}()")
-                _exchange(cursor, plain=TABLE, tree=NEXT, plain_to=OLD)
-                cursor.execute(f"UPDATE {PROGRESS} SET swapped_at = now()")
+                cursor.execute(f"SET LOCAL lock_timeout = '{round(wait * 1000)}ms'")
+                work(cursor)
             return
-        except MigrationError:
-            raise
-        except Exception as exc:
-            if "lock timeout" not in str(exc) or attempt == SWAP_ATTEMPTS - 1:
+        except OperationalError as exc:
+            if not partitions.lock_not_had(exc):
                 raise
-    raise AssertionError("unreachable")
+            if number == len(LOCK_TRIES):
+                raise MigrationError(
+                    f"could not {what}: the job table's locks were not had in {len(LOCK_TRIES)} tries "
+                    f"({partitions.lock_holders()}). Nothing changed: run the command again once they are done."
+                ) from exc
+        time.sleep(LOCK_TRY_PAUSE)
 
 
 def _check_counts(cursor: Any) -> None:

@@ -91,9 +91,15 @@ HISTORY_INDEXES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "ojs_job_dead_letter_seq": ("CREATE INDEX {name} ON {table} (seq) WHERE dead_letter", (JobState.DISCARDED.value,)),
 }
-# DDL on the job tables waits at most this long for its lock, then gives up until the next pass:
-# a queue of claims must never line up behind a maintenance statement waiting for a long query.
+# The prune's reads and DELETEs wait at most this long for a lock (an operator's VACUUM FULL of a
+# day partition), then give up until the next pass. Their locks are the traffic's own kinds: nobody
+# queues behind them while they wait.
 LOCK_TIMEOUT = "2s"
+# DDL is another matter. A DROP or an ATTACH takes ACCESS EXCLUSIVE on a state's partition and its
+# DEFAULT leaf; while it waits for a long query (a report, pg_dump), every finish into that state
+# and every lookup by id waits behind it. So it waits no longer than a turn or an admin page takes,
+# and gives up until the next pass: a long query costs the traffic a moment a pass, not seconds.
+DDL_LOCK_TIMEOUT = "200ms"
 # PostgreSQL's "lock_not_available": a lock not had within the lock timeout.
 LOCK_NOT_AVAILABLE = "55P03"
 # The advisory lock that keeps partition upkeep to one reaper at a time ("OJSP").
@@ -390,9 +396,9 @@ def retention_of(state: str) -> dt.timedelta:
 def maintain(now: dt.datetime, model: Any = None) -> dict[str, list[str]]:
     """Create the coming days' partitions and drop those past retention; what it did, by name.
 
-    One reaper at a time (an advisory lock; the others skip). Reading the partitions and each
-    DDL statement wait at most ``LOCK_TIMEOUT`` for their locks: what is not done now is next
-    pass's work.
+    One reaper at a time (an advisory lock; the others skip). Reading the partitions waits at
+    most ``LOCK_TIMEOUT`` for its locks, each DDL statement ``DDL_LOCK_TIMEOUT``: what is not
+    done now is next pass's work.
     """
     done: dict[str, list[str]] = {"created": [], "dropped": []}
     if not is_partitioned():
@@ -567,16 +573,37 @@ def _index_valid(cursor: Any, name: str) -> bool | None:
 
 
 def _run_ddl(statements: list[str], what: str) -> bool:
-    """Run ``statements`` in one transaction under ``LOCK_TIMEOUT``; False (logged) when it could not."""
+    """Run ``statements`` in one transaction under ``DDL_LOCK_TIMEOUT``; False (logged) when it could not."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            cursor.execute(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'")
             for statement in statements:
                 cursor.execute(statement)
     except Exception as exc:  # a lock not had in time, rows of that day in the DEFAULT partition
-        logger.warning("job history partitions: could not %s (%s); next pass tries again", what, exc)
+        held = f"; {lock_holders()}" if lock_not_had(exc) else ""
+        logger.warning("job history partitions: could not %s (%s%s); next pass tries again",
+                       what, str(exc).strip(), held)
         return False
     return True
+
+
+def lock_holders(limit: int = 3) -> str:
+    """The oldest transactions of other sessions holding locks on the job tables, for a line that
+    says what a statement waited for: ``held by pid 4242 (idle in transaction for 312 s: SELECT ...)``.
+    An operator can look at them, or ``pg_cancel_backend`` one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT a.pid, a.state, floor(extract(epoch FROM now() - a.xact_start))::bigint,"
+            " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 80) FROM pg_stat_activity AS a"
+            " WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL AND a.pid IN ("
+            "  SELECT l.pid FROM pg_locks AS l WHERE l.granted AND l.relation IN"
+            # The table and its partitions (none when it is one plain table).
+            "  (SELECT %s::regclass UNION SELECT relid FROM pg_partition_tree(%s::regclass)))"
+            " ORDER BY a.xact_start LIMIT %s",
+            [TABLE, TABLE, limit],
+        )
+        sessions = [f"pid {pid} ({state} for {seconds} s: {query})" for pid, state, seconds, query in cursor.fetchall()]
+    return "held by " + ", ".join(sessions) if sessions else "held by a session since gone"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -543,6 +543,125 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
     assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")], caplog.records
 
 
+class Report:
+    """A long query on its own connection (an analyst's report, pg_dump): a transaction that has
+    read the whole job table and stays open, holding ACCESS SHARE on every partition."""
+
+    def __init__(self) -> None:
+        db = connections["default"].settings_dict
+        self.connection = psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
+                                          user=db["USER"] or None)
+        self.connection.execute("SELECT count(*) FROM django_ojs_job")
+        self.pid = self.connection.info.backend_pid
+
+    def end(self) -> None:
+        self.connection.rollback()
+        self.connection.close()
+
+
+def looked_up_meanwhile(job_id: Any, work: threading.Thread) -> int:
+    """Look ``job_id`` up by id (a job's page, ``GET /ojs/v1/jobs/{id}``), over and over, until
+    ``work`` ends, each under a statement timeout of 1 s: a statement queued behind a DDL that
+    waits longer than that is cancelled, and the test fails. How many lookups ran."""
+    lookups = 0
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = '1s'")
+    try:
+        while work.is_alive():
+            Job.objects.get(id=job_id)
+            lookups += 1
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET statement_timeout")
+    return lookups
+
+
+def test_retention_s_drop_behind_a_long_query_holds_lookups_a_moment_and_names_the_query(ojs, push, caplog):
+    """Retention's DROP of a day partition takes ACCESS EXCLUSIVE on its state's partition and on
+    the DEFAULT one, and every lookup by id queues behind it while it waits for a long query. It
+    waits ``DDL_LOCK_TIMEOUT`` (a fraction of a second), not seconds, then gives up with a line that
+    names the session it waited for; once the query is over, the next pass drops the partition."""
+    ojs(RETENTION={**partitions.ojs_settings.RETENTION, "completed": 86400})
+    old_day = (dt.datetime.now(dt.UTC) - dt.timedelta(days=5)).date()
+    leaf = f"django_ojs_job_completed_{old_day:%Y%m%d}"
+    with connection.cursor() as cursor, connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        _, history = partitions.index_templates(Job, editor)
+        for statement in partitions._leaf_statements(history["completed"], "completed", old_day,
+                                                     parent_of_leaf="django_ojs_job_completed"):
+            cursor.execute(statement)
+    job = push(type="a.b")
+    report = Report()
+    passes: list[dict[str, list[str]]] = []
+
+    def prune_pass() -> None:
+        try:
+            passes.append(partitions.maintain(dt.datetime.now(dt.UTC)))
+        finally:
+            connection.close()  # this thread's own
+
+    upkeep = threading.Thread(target=prune_pass, daemon=True)
+    try:
+        upkeep.start()
+        assert looked_up_meanwhile(job.id, upkeep) > 0
+    finally:
+        report.end()
+        upkeep.join(60)
+    assert passes and passes[0]["dropped"] == []
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"could not drop {leaf}" in line and f"held by pid {report.pid}" in line
+               and "SELECT count(*) FROM django_ojs_job" in line for line in warned), warned
+    assert leaf in partitions.maintain(dt.datetime.now(dt.UTC))["dropped"]  # the report over
+
+
+def test_the_swap_behind_a_long_query_holds_writers_a_moment_a_try_and_names_the_query(plain_table, push,
+                                                                                      monkeypatch):
+    """The online migration's swap locks the job table ACCESS EXCLUSIVE, and every PUSH, claim
+    and lookup queues behind it while it waits. Each try waits a moment and lets them through
+    before the next; when no try gets the lock, nothing changed, the error names the session it
+    waited for, and a run after the query swaps with every job there, those pushed meanwhile too."""
+    monkeypatch.setattr(partition_migration, "LOCK_TRIES", (0.2,) * 6)  # short tries, a short test
+    monkeypatch.setattr(partition_migration, "LOCK_TRY_PAUSE", 0.1)
+    before = [push(type="a.b") for _ in range(3)]
+    partition_migration.start(Job)
+    while not partition_migration.copy_batch(100).copied_all:
+        pass
+    report = Report()
+    failed: list[BaseException] = []
+
+    def swap() -> None:
+        try:
+            partition_migration.swap()
+        except BaseException as exc:  # asserted below
+            failed.append(exc)
+        finally:
+            connection.close()  # this thread's own
+
+    swapping = threading.Thread(target=swap, daemon=True)
+    pushed = []
+    try:
+        swapping.start()
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = '1s'")  # a writer queued behind a longer wait fails
+        try:
+            while swapping.is_alive():
+                pushed.append(push(type="a.b"))
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET statement_timeout")
+    finally:
+        report.end()
+        swapping.join(60)
+    assert pushed
+    [error] = failed
+    assert isinstance(error, partition_migration.MigrationError)
+    assert f"held by pid {report.pid}" in str(error) and "SELECT count(*) FROM django_ojs_job" in str(error)
+    assert not partitions.is_partitioned()  # nothing changed
+    partition_migration.swap()  # the report over
+    assert partitions.is_partitioned()
+    ids = {job.id for job in [*before, *pushed]}
+    assert set(Job.objects.filter(id__in=ids).values_list("id", flat=True)) == ids
+
+
 @pytest.mark.parametrize("logging_configured", [True, False])
 def test_a_table_too_big_to_partition_in_place_is_left_as_it_is_and_said_once(
     plain_table, push, monkeypatch, capsys, caplog, logging_configured
