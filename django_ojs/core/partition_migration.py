@@ -317,14 +317,22 @@ def drop_old() -> bool:
 
 
 def partition_in_place(model: Any) -> None:
-    """All three steps in the caller's transaction, no trigger: migration 0024 on a small table."""
-    _drop_leftovers()
-    _build_tree(model)
-    columns = ", ".join(_columns())
-    with connection.cursor() as cursor:
+    """All three steps in the caller's transaction, no trigger: migration 0024 on a small table.
+
+    The table is locked first, so writers wait for the migration (two seconds at its 100,000
+    jobs): a job committed after the copy's snapshot would be left in the table dropped at the end.
+    """
+
+    def partition(cursor: Any) -> None:
+        cursor.execute(f"LOCK TABLE {_quote(TABLE)} IN ACCESS EXCLUSIVE MODE")
+        _drop_leftovers()
+        _build_tree(model)
+        columns = ", ".join(_columns())
         cursor.execute(f"INSERT INTO {_quote(NEXT)} ({columns}) SELECT {columns} FROM {_quote(TABLE)}")
         _exchange(cursor, plain=TABLE, tree=NEXT, plain_to=OLD)
         cursor.execute(f"DROP TABLE {_quote(OLD)}")
+
+    in_lock_tries("partition the job table in place", partition)
 
 
 def unpartition(model: Any, editor: Any) -> None:
