@@ -191,15 +191,21 @@ def test_a_unique_key_held_by_a_completed_job_rejects_a_new_one(push):
 # Upkeep and retention
 
 
+def make_completed_partition(day: dt.date) -> str:
+    """A day partition of completed jobs for ``day`` (a past one: the reaper makes only coming days'); its name."""
+    with connection.cursor() as cursor, connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        _, history = partitions.index_templates(Job, editor)
+        for statement in partitions._leaf_statements(history["completed"], "completed", day,
+                                                     parent_of_leaf="django_ojs_job_completed"):
+            cursor.execute(statement)
+    return f"django_ojs_job_completed_{day:%Y%m%d}"
+
+
 def test_the_prune_pass_drops_day_partitions_past_retention_with_their_history(ojs, push):
     ojs(RETENTION={**partitions.ojs_settings.RETENTION, "completed": 86400})
     now = dt.datetime.now(dt.UTC)
     old_day = (now - dt.timedelta(days=5)).date()
-    with connection.cursor() as cursor, connection.schema_editor(collect_sql=True, atomic=False) as editor:
-        _, history = partitions.index_templates(Job, editor)
-        for statement in partitions._leaf_statements(history["completed"], "completed", old_day,
-                                                     parent_of_leaf="django_ojs_job_completed"):
-            cursor.execute(statement)
+    make_completed_partition(old_day)
     job = push(type="a.b")
     [claimed] = Job.objects.fetch([job.queue], worker_id="w1")
     Job.objects.ack(claimed.id)
@@ -582,13 +588,7 @@ def test_retention_s_drop_behind_a_long_query_holds_lookups_a_moment_and_names_t
     waits ``DDL_LOCK_TIMEOUT`` (a fraction of a second), not seconds, then gives up with a line that
     names the session it waited for; once the query is over, the next pass drops the partition."""
     ojs(RETENTION={**partitions.ojs_settings.RETENTION, "completed": 86400})
-    old_day = (dt.datetime.now(dt.UTC) - dt.timedelta(days=5)).date()
-    leaf = f"django_ojs_job_completed_{old_day:%Y%m%d}"
-    with connection.cursor() as cursor, connection.schema_editor(collect_sql=True, atomic=False) as editor:
-        _, history = partitions.index_templates(Job, editor)
-        for statement in partitions._leaf_statements(history["completed"], "completed", old_day,
-                                                     parent_of_leaf="django_ojs_job_completed"):
-            cursor.execute(statement)
+    leaf = make_completed_partition((dt.datetime.now(dt.UTC) - dt.timedelta(days=5)).date())
     job = push(type="a.b")
     report = Report()
     passes: list[dict[str, list[str]]] = []
