@@ -22,6 +22,7 @@ Migration 0024 runs all three at once, inside the migration, when the table is s
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from django.db import OperationalError, connection, transaction
 
 from . import partitions
 from .partitions import TABLE, _quote
+
+logger = logging.getLogger("django_ojs.partitions")
 
 NEXT = f"{TABLE}_next"
 OLD = f"{TABLE}_unpartitioned"
@@ -156,14 +159,14 @@ def start(model: Any) -> Progress:
             f"CREATE TABLE {PROGRESS} (id smallint PRIMARY KEY DEFAULT 1, copied_through bigint NOT NULL, "
             "copy_until bigint NOT NULL, started_at timestamptz NOT NULL, swapped_at timestamptz)"
         )
-
-    in_lock_tries("install the mirror trigger", install)
-    # Read after the trigger's commit: every row written later is mirrored, so the copy
-    # needs to go no further than the highest seq now.
-    with transaction.atomic(), connection.cursor() as cursor:
+        # With the trigger made, no writer is in flight (CREATE TRIGGER waited for them) and each
+        # later one is mirrored: the copy needs to go no further than the highest seq now. In the
+        # trigger's transaction, so no crash leaves a trigger mirroring with no migration to show.
         cursor.execute(f"SELECT coalesce(max(seq), 0) FROM {_quote(TABLE)}")
         until = cursor.fetchone()[0]
         cursor.execute(f"INSERT INTO {PROGRESS} VALUES (1, 0, %s, now(), NULL)", [until])
+
+    in_lock_tries("install the mirror trigger", install)
     found = progress()
     assert found is not None
     return found
@@ -228,17 +231,20 @@ def in_lock_tries(what: str, work: Callable[[Any], None]) -> None:
     for number, wait in enumerate(LOCK_TRIES, 1):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"SET LOCAL lock_timeout = '{round(wait * 1000)}ms'")
+                began = partitions.lock_try_began(cursor, f"{round(wait * 1000)}ms")
                 work(cursor)
             return
         except OperationalError as exc:
             if not partitions.lock_not_had(exc):
                 raise
+            held = partitions.lock_holders(began)
             if number == len(LOCK_TRIES):
                 raise MigrationError(
                     f"could not {what}: the job table's locks were not had in {len(LOCK_TRIES)} tries "
-                    f"({partitions.lock_holders()}). Nothing changed: run the command again once they are done."
+                    f"({held}). Nothing changed: run the command again once they are done."
                 ) from exc
+            logger.warning("could not %s within %g s (try %d of %d; %s); trying again in %g s",
+                           what, wait, number, len(LOCK_TRIES), held, LOCK_TRY_PAUSE)
         time.sleep(LOCK_TRY_PAUSE)
 
 
@@ -296,9 +302,9 @@ def run(
 
 
 def restart() -> None:
-    """Forget a migration in progress: the trigger, the tree and the progress row go."""
-    with transaction.atomic():
-        _drop_leftovers()
+    """Forget a migration in progress: the trigger, the tree and the progress row go. Dropping
+    the trigger locks the table as installing it does, so it too waits in ``LOCK_TRIES``."""
+    in_lock_tries("undo the migration", lambda cursor: _drop_leftovers())
 
 
 def left_behind() -> bool:

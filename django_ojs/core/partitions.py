@@ -574,33 +574,44 @@ def _index_valid(cursor: Any, name: str) -> bool | None:
 
 def _run_ddl(statements: list[str], what: str) -> bool:
     """Run ``statements`` in one transaction under ``DDL_LOCK_TIMEOUT``; False (logged) when it could not."""
+    began = None
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'")
+            began = lock_try_began(cursor, DDL_LOCK_TIMEOUT)
             for statement in statements:
                 cursor.execute(statement)
     except Exception as exc:  # a lock not had in time, rows of that day in the DEFAULT partition
-        held = f"; {lock_holders()}" if lock_not_had(exc) else ""
+        held = f"; {lock_holders(began)}" if lock_not_had(exc) and began else ""
         logger.warning("job history partitions: could not %s (%s%s); next pass tries again",
                        what, str(exc).strip(), held)
         return False
     return True
 
 
-def lock_holders(limit: int = 3) -> str:
-    """The oldest transactions of other sessions holding locks on the job tables, for a line that
-    says what a statement waited for: ``held by pid 4242 (idle in transaction for 312 s: SELECT ...)``.
-    An operator can look at them, or ``pg_cancel_backend`` one."""
+def lock_try_began(cursor: Any, timeout: str) -> dt.datetime:
+    """Start a try at a lock in the cursor's transaction: set its lock timeout, and return the
+    database's clock, for ``lock_holders`` to tell the sessions it waited for from those that
+    queued behind it."""
+    cursor.execute(f"SET LOCAL lock_timeout = '{timeout}'")
+    cursor.execute("SELECT clock_timestamp()")
+    return cursor.fetchone()[0]
+
+
+def lock_holders(began: dt.datetime, limit: int = 3) -> str:
+    """The oldest transactions of other sessions, begun before a try at a lock that began at
+    ``began`` and holding locks on the job tables: those it waited for, not those that queued
+    behind it meanwhile. For a line that says what held it: ``held by pid 4242 (idle in
+    transaction for 312 s: SELECT ...)``. An operator can look at them, or ``pg_cancel_backend`` one."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT a.pid, a.state, floor(extract(epoch FROM now() - a.xact_start))::bigint,"
             " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 80) FROM pg_stat_activity AS a"
-            " WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL AND a.pid IN ("
+            " WHERE a.pid <> pg_backend_pid() AND a.xact_start < %s AND a.pid IN ("
             "  SELECT l.pid FROM pg_locks AS l WHERE l.granted AND l.relation IN"
             # The table and its partitions (none when it is one plain table).
             "  (SELECT %s::regclass UNION SELECT relid FROM pg_partition_tree(%s::regclass)))"
             " ORDER BY a.xact_start LIMIT %s",
-            [TABLE, TABLE, limit],
+            [began, TABLE, TABLE, limit],
         )
         sessions = [f"pid {pid} ({state} for {seconds} s: {query})" for pid, state, seconds, query in cursor.fetchall()]
     return "held by " + ", ".join(sessions) if sessions else "held by a session since gone"

@@ -655,11 +655,58 @@ def test_the_swap_behind_a_long_query_holds_writers_a_moment_a_try_and_names_the
     [error] = failed
     assert isinstance(error, partition_migration.MigrationError)
     assert f"held by pid {report.pid}" in str(error) and "SELECT count(*) FROM django_ojs_job" in str(error)
+    assert str(error).count("pid ") == 1, error  # not the writers that queued behind the swap's tries
     assert not partitions.is_partitioned()  # nothing changed
     partition_migration.swap()  # the report over
     assert partitions.is_partitioned()
     ids = {job.id for job in [*before, *pushed]}
     assert set(Job.objects.filter(id__in=ids).values_list("id", flat=True)) == ids
+
+
+def test_abort_behind_a_long_query_holds_writers_a_moment_a_try_and_says_so(plain_table, push, monkeypatch,
+                                                                           caplog):
+    """``ojs_partition abort`` (and ``migrate --restart``) drops the mirror trigger, which locks
+    the job table as installing it did: behind a long query each try waits a moment, says so in
+    a line, and lets the writers through; when none gets the lock the migration is still there,
+    and an abort after the query undoes it."""
+    monkeypatch.setattr(partition_migration, "LOCK_TRIES", (0.2,) * 4)  # short tries, a short test
+    monkeypatch.setattr(partition_migration, "LOCK_TRY_PAUSE", 0.1)
+    push(type="a.b")
+    partition_migration.start(Job)
+    report = Report()
+    failed: list[BaseException] = []
+
+    def abort() -> None:
+        try:
+            partition_migration.restart()
+        except BaseException as exc:  # asserted below
+            failed.append(exc)
+        finally:
+            connection.close()  # this thread's own
+
+    aborting = threading.Thread(target=abort, daemon=True)
+    pushed = []
+    try:
+        aborting.start()
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = '1s'")  # a writer queued behind a longer wait fails
+        try:
+            while aborting.is_alive():
+                pushed.append(push(type="a.b"))
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET statement_timeout")
+    finally:
+        report.end()
+        aborting.join(60)
+    assert pushed
+    [error] = failed
+    assert isinstance(error, partition_migration.MigrationError) and f"held by pid {report.pid}" in str(error)
+    tries = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "undo the migration" in r.getMessage()]
+    assert len(tries) == 3 and all(f"held by pid {report.pid}" in line for line in tries), tries
+    assert partition_migration.progress() is not None  # still there
+    partition_migration.restart()  # the report over
+    assert partition_migration.progress() is None and not partition_migration._exists(partition_migration.NEXT)
 
 
 @pytest.mark.parametrize("logging_configured", [True, False])
