@@ -17,10 +17,12 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, OperationalError, connections
 
+from django_ojs.core import maintenance
 from django_ojs.models import CronJob, Job, JobError, ReaperTick, Worker
 from django_ojs.protocol.cron_jobs import CronSpec
 from django_ojs.reaper import MAX_ROUNDS, Loop, Reaper
 from tests.helpers import ago, database_url, race, reload
+from tests.waiting import PATIENCE, wait_until
 
 
 def due_scheduled(spec, count, queue="timed"):
@@ -136,6 +138,31 @@ def test_run_forever_keeps_time_until_stopped(transactional_db, spec, ojs):
     finally:
         reaper.stop()
         runner.join(120)
+    assert not runner.is_alive()
+
+
+def test_a_long_housekeeping_pass_never_holds_the_timekeeping(transactional_db, spec):
+    """A prune pass can take long (a day partition of a million jobs, whose events go with it,
+    took close to a minute): it runs in a thread of its own, so due jobs are promoted meanwhile,
+    and the reaper still stops when told."""
+    started, release = threading.Event(), threading.Event()
+
+    def long_prune(limit: int) -> dict[str, int]:
+        started.set()
+        release.wait(PATIENCE)  # the pass's long work
+        return maintenance.prune(limit)
+
+    reaper = Reaper([Loop("promote", maintenance.promote_due, 0.05), Loop("prune", long_prune, 0.05)])
+    runner = threading.Thread(target=lambda: (reaper.run_forever(), connections.close_all()))
+    runner.start()
+    try:
+        wait_until(started.is_set, PATIENCE, "the prune pass to begin")
+        [job] = due_scheduled(spec, 1)
+        wait_until(lambda: reload(job).state == "available", 60, "the due job promoted while the prune pass runs")
+    finally:
+        release.set()
+        reaper.stop()
+        runner.join(PATIENCE)
     assert not runner.is_alive()
 
 
