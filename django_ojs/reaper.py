@@ -29,9 +29,9 @@ from django.db import DatabaseError, close_old_connections, connections
 
 from .conf import ojs_settings
 from .core import maintenance, schedules
-from .core.partitions import lock_not_had
+from .core.partitions import cancelled, lock_not_had
 from .handlers.registry import declared_schedules
-from .observe.outage import OutageWatch
+from .observe.outage import OutageWatch, summary
 
 logger = logging.getLogger("django_ojs.reaper")
 
@@ -126,38 +126,45 @@ class Reaper:
         self.batch_size = batch_size or ojs_settings.REAPER_BATCH_SIZE
         self.stopping = threading.Event()
         self._outage = OutageWatch("reaper", logger)
+        # The housekeeping thread's own: its connection lost (a pg_terminate_backend of a long
+        # DELETE) is no outage of the timekeeping, whose lease and dead-worker duties would then
+        # wait a whole HEARTBEAT_TIMEOUT before judging anyone.
+        self._housekeeping_outage = OutageWatch("reaper housekeeping", logger)
 
-    def tick(self, now: float | None = None, loops: list[Loop] | None = None) -> dict[str, int]:
+    def tick(
+        self, now: float | None = None, loops: list[Loop] | None = None, outage: OutageWatch | None = None
+    ) -> dict[str, int]:
         """Run every loop (of ``loops``, when given) that is due, one after another; return how
-        many rows each moved."""
+        many rows each moved. ``outage``: the watch of the thread that runs them."""
         now = time.monotonic() if now is None else now
+        outage = outage or self._outage
         moved: dict[str, int] = {}
         for loop in self.loops if loops is None else loops:
             if loop.finished or now < loop.next_at:
                 continue
             loop.next_at = now + loop.every
-            if loop.judges_silence and not self._outage.settled(ojs_settings.HEARTBEAT_TIMEOUT):
+            if loop.judges_silence and not outage.settled(ojs_settings.HEARTBEAT_TIMEOUT):
                 continue
-            moved[loop.name] = self._run(loop)
+            moved[loop.name] = self._run(loop, outage)
         return moved
 
-    def _run(self, loop: Loop) -> int:
+    def _run(self, loop: Loop, outage: OutageWatch) -> int:
         total = 0
         for _ in range(MAX_ROUNDS):
             close_old_connections()
             try:
                 result = loop.run(self.batch_size)
             except DatabaseError as exc:
-                if lock_not_had(exc):
-                    # A lock_timeout the database sets (a role's, say) and a table an operator holds:
-                    # expected, said in a line. The prune's own lock timeouts it handles itself.
-                    logger.warning("reaper loop %s: a lock not had in time (%s); next tick tries again",
-                                   loop.name, str(exc).strip())
-                elif not self._outage.failed(exc):
+                if lock_not_had(exc) or cancelled(exc):
+                    # A lock_timeout the database sets (a role's, say) and a table an operator holds,
+                    # or an operator's pg_cancel_backend of a long statement: expected, said in a
+                    # line. The prune's own lock timeouts it handles itself.
+                    logger.warning("reaper loop %s: %s; next tick tries again", loop.name, summary(exc))
+                elif not outage.failed(exc):
                     logger.exception("reaper loop %s failed; retrying next tick", loop.name)
                 close_old_connections()
                 break
-            self._outage.succeeded()
+            outage.succeeded()
             loop.finished = loop.once
             count = sum(result.values()) if isinstance(result, dict) else int(result)
             total += count
@@ -178,25 +185,31 @@ class Reaper:
         logger.info("reaper started (interval %.2fs)", min(loop.every for loop in self.loops))
         timekeeping = [loop for loop in self.loops if loop.name not in HOUSEKEEPING]
         housekeeping = [loop for loop in self.loops if loop.name in HOUSEKEEPING]
-        housekeeper = None
-        if timekeeping and housekeeping:
-            housekeeper = threading.Thread(target=self._keep, args=(housekeeping,), name="ojs-reaper-housekeeping",
-                                           daemon=True)
+        if not (timekeeping and housekeeping):
+            self._keep(self.loops, self._outage)
+        else:
+            housekeeper = threading.Thread(target=self._keep, args=(housekeeping, self._housekeeping_outage),
+                                           name="ojs-reaper-housekeeping", daemon=True)
             housekeeper.start()
-        self._keep(timekeeping or housekeeping)
-        if housekeeper is not None:
-            housekeeper.join(HOUSEKEEPING_STOP_WAIT)
+            self._keep(timekeeping, self._outage)
+            # Stopping: time is kept while a housekeeping pass ends, for HOUSEKEEPING_STOP_WAIT at most.
+            deadline = time.monotonic() + HOUSEKEEPING_STOP_WAIT
+            while housekeeper.is_alive() and time.monotonic() < deadline:
+                self.tick(loops=timekeeping)
+                housekeeper.join(min(self.until_next(time.monotonic(), timekeeping), deadline - time.monotonic()))
             if housekeeper.is_alive():
                 logger.info("reaper: a housekeeping pass was still running; the next reaper takes it up")
+            connections.close_all()
         logger.info("reaper stopped")
 
-    def _keep(self, loops: list[Loop]) -> None:
+    def _keep(self, loops: list[Loop], outage: OutageWatch) -> None:
         try:
             while not self.stopping.is_set():
-                self.tick(loops=loops)
+                self.tick(loops=loops, outage=outage)
                 self.stopping.wait(self.until_next(time.monotonic(), loops))
         finally:
-            connections.close_all()  # this thread's own
+            if threading.current_thread() is not threading.main_thread():
+                connections.close_all()  # the housekeeping thread's own
 
     def until_next(self, now: float, loops: list[Loop] | None = None) -> float:
         """Seconds until the next loop (of ``loops``) is due. A finished ``once`` loop is never due

@@ -39,6 +39,7 @@ from django.db.models.sql.datastructures import BaseTable
 
 from ..conf import ojs_settings
 from ..models import Event, Job, JobError, JobStep
+from ..observe.outage import summary
 from ..protocol.states import TERMINAL, JobState
 
 logger = logging.getLogger("django_ojs.reaper")
@@ -102,6 +103,7 @@ LOCK_TIMEOUT = "2s"
 DDL_LOCK_TIMEOUT = "200ms"
 # PostgreSQL's "lock_not_available": a lock not had within the lock timeout.
 LOCK_NOT_AVAILABLE = "55P03"
+QUERY_CANCELED = "57014"
 # The advisory lock that keeps partition upkeep to one reaper at a time ("OJSP").
 UPKEEP_LOCK = 0x4F4A5350
 # PostgreSQL's "undefined_table": a partition dropped between reading the list and reading it.
@@ -363,7 +365,7 @@ def bounded_locks(what: str, subject: str = "job history partitions") -> Iterato
     except OperationalError as exc:
         if not lock_not_had(exc):
             raise
-        logger.warning("%s: could not %s (%s); next pass tries again", subject, what, str(exc).strip())
+        logger.warning("%s: could not %s (%s); next pass tries again", subject, what, summary(exc))
 
 
 def live_jobs() -> QuerySet:
@@ -376,8 +378,17 @@ def live_jobs() -> QuerySet:
 
 def lock_not_had(exc: BaseException) -> bool:
     """Is ``exc`` PostgreSQL's lock timeout (``LOCK_NOT_AVAILABLE``)?"""
+    return _sqlstate(exc) == LOCK_NOT_AVAILABLE
+
+
+def cancelled(exc: BaseException) -> bool:
+    """Is ``exc`` a statement cancelled (``QUERY_CANCELED``: ``pg_cancel_backend``, a statement timeout)?"""
+    return _sqlstate(exc) == QUERY_CANCELED
+
+
+def _sqlstate(exc: BaseException) -> str | None:
     error = exc.__cause__ if exc.__cause__ is not None else exc
-    return getattr(error, "sqlstate", None) == LOCK_NOT_AVAILABLE
+    return getattr(error, "sqlstate", None)
 
 
 def retention_of(state: str) -> dt.timedelta:
@@ -482,9 +493,9 @@ def _drop_expired(now: dt.datetime, existing: list[DayPartition]) -> list[str]:
 
 
 def forget_history_of(leaf: str, batch: int = FORGET_BATCH) -> int:
-    """Delete what belongs to the jobs of one partition about to be dropped: their errors,
-    durable steps and (``EVENTS_KEPT_WITH_JOB``) events, set-based, joined to the partition,
-    in batches of ``batch`` jobs, each its own transaction. Returns how many jobs it walked."""
+    """Empty one partition about to be dropped: its jobs with their errors, durable steps and
+    (``EVENTS_KEPT_WITH_JOB``) events, set-based, joined to the partition, in batches of
+    ``batch`` jobs, each its own transaction. Returns how many jobs it deleted."""
     table = _quote(leaf)
     walked, after = 0, 0
     while True:
@@ -505,6 +516,9 @@ def forget_history_of(leaf: str, batch: int = FORGET_BATCH) -> int:
                     f"DELETE FROM {_quote(Event._meta.db_table)} WHERE job_id IN ({jobs.format(column='id')})",
                     [after, last],
                 )
+            # And the jobs: a walk cut short (a reaper stopped) or a DROP that did not get its lock
+            # starts again where this one ended, not from the partition's first job.
+            cursor.execute(f"DELETE FROM {table} WHERE seq > %s AND seq <= %s", [after, last])
         walked += count
         after = last
 
@@ -583,7 +597,7 @@ def _run_ddl(statements: list[str], what: str) -> bool:
     except Exception as exc:  # a lock not had in time, rows of that day in the DEFAULT partition
         held = f"; {lock_holders(began)}" if lock_not_had(exc) and began else ""
         logger.warning("job history partitions: could not %s (%s%s); next pass tries again",
-                       what, str(exc).strip(), held)
+                       what, summary(exc), held)
         return False
     return True
 

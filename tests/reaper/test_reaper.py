@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import DatabaseError, OperationalError, connections
+from django.db import DatabaseError, OperationalError, connection, connections
 
 from django_ojs.core import maintenance
 from django_ojs.models import CronJob, Job, JobError, ReaperTick, Worker
@@ -144,7 +144,7 @@ def test_run_forever_keeps_time_until_stopped(transactional_db, spec, ojs):
 def test_a_long_housekeeping_pass_never_holds_the_timekeeping(transactional_db, spec):
     """A prune pass can take long (a day partition of a million jobs, whose events go with it,
     took close to a minute): it runs in a thread of its own, so due jobs are promoted meanwhile,
-    and the reaper still stops when told."""
+    also while the reaper, told to stop, waits for the pass to end; and then it stops."""
     started, release = threading.Event(), threading.Event()
 
     def long_prune(limit: int) -> dict[str, int]:
@@ -159,8 +159,39 @@ def test_a_long_housekeeping_pass_never_holds_the_timekeeping(transactional_db, 
         wait_until(started.is_set, PATIENCE, "the prune pass to begin")
         [job] = due_scheduled(spec, 1)
         wait_until(lambda: reload(job).state == "available", 60, "the due job promoted while the prune pass runs")
+        # Told to stop, it keeps time while the pass ends (up to HOUSEKEEPING_STOP_WAIT).
+        reaper.stop()
+        [job] = due_scheduled(spec, 1, queue="while-stopping")
+        wait_until(lambda: reload(job).state == "available", 60, "the due job promoted while the reaper stops")
     finally:
         release.set()
+        reaper.stop()
+        runner.join(PATIENCE)
+    assert not runner.is_alive()
+
+
+@pytest.mark.postgres
+def test_the_housekeeping_losing_its_connection_is_no_outage_of_the_timekeeping(transactional_db, spec, ojs):
+    """An operator's ``pg_terminate_backend`` of a long prune DELETE drops the housekeeping
+    thread's connection. That is its own outage: lapsed leases are still recovered at once, not
+    after a ``HEARTBEAT_TIMEOUT`` spent waiting for workers to beat again after an outage."""
+    ojs(HEARTBEAT_TIMEOUT=600)
+
+    def terminated_prune(limit: int) -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return {}
+
+    reaper = Reaper([Loop("leases", maintenance.requeue_lapsed, 0.05, judges_silence=True),
+                     Loop("prune", terminated_prune, 0.05)])
+    runner = threading.Thread(target=lambda: (reaper.run_forever(), connections.close_all()))
+    runner.start()
+    try:
+        wait_until(lambda: reaper._housekeeping_outage.failures, PATIENCE, "the prune's connection dropped")
+        lapsed_active(spec, 1)
+        wait_until(lambda: Job.objects.filter(queue="leased", state="available").exists(), 60,
+                   "the lapsed lease recovered while the housekeeping thread is without its connection")
+    finally:
         reaper.stop()
         runner.join(PATIENCE)
     assert not runner.is_alive()
