@@ -622,6 +622,40 @@ def test_retention_s_drop_behind_a_long_query_holds_lookups_a_moment_and_names_t
     assert leaf in partitions.maintain(dt.datetime.now(dt.UTC))["dropped"]  # the report over
 
 
+def pushed_while_behind(report: Report, work: Any, push: Any) -> tuple[list[Any], BaseException | None]:
+    """Run ``work`` (a migration step that locks the job table) in a thread while ``report``
+    holds the table, and push jobs meanwhile, each under a statement timeout of 1 s: a writer
+    queued behind a longer wait fails the test. Then end the report. The jobs pushed (at least
+    one), and what ``work`` raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # the caller's to judge
+            failed.append(exc)
+        finally:
+            connection.close()  # this thread's own
+
+    worker = threading.Thread(target=run, daemon=True)
+    pushed = []
+    try:
+        worker.start()
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = '1s'")
+        try:
+            while worker.is_alive():
+                pushed.append(push(type="a.b"))
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET statement_timeout")
+    finally:
+        report.end()
+        worker.join(60)
+    assert pushed
+    return pushed, failed[0] if failed else None
+
+
 def test_the_swap_behind_a_long_query_holds_writers_a_moment_a_try_and_names_the_query(plain_table, push,
                                                                                       monkeypatch):
     """The online migration's swap locks the job table ACCESS EXCLUSIVE, and every PUSH, claim
@@ -635,33 +669,7 @@ def test_the_swap_behind_a_long_query_holds_writers_a_moment_a_try_and_names_the
     while not partition_migration.copy_batch(100).copied_all:
         pass
     report = Report()
-    failed: list[BaseException] = []
-
-    def swap() -> None:
-        try:
-            partition_migration.swap()
-        except BaseException as exc:  # asserted below
-            failed.append(exc)
-        finally:
-            connection.close()  # this thread's own
-
-    swapping = threading.Thread(target=swap, daemon=True)
-    pushed = []
-    try:
-        swapping.start()
-        with connection.cursor() as cursor:
-            cursor.execute("SET statement_timeout = '1s'")  # a writer queued behind a longer wait fails
-        try:
-            while swapping.is_alive():
-                pushed.append(push(type="a.b"))
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET statement_timeout")
-    finally:
-        report.end()
-        swapping.join(60)
-    assert pushed
-    [error] = failed
+    pushed, error = pushed_while_behind(report, partition_migration.swap, push)
     assert isinstance(error, partition_migration.MigrationError)
     assert f"held by pid {report.pid}" in str(error) and "SELECT count(*) FROM django_ojs_job" in str(error)
     assert str(error).count("pid ") == 1, error  # not the writers that queued behind the swap's tries
@@ -683,33 +691,7 @@ def test_abort_behind_a_long_query_holds_writers_a_moment_a_try_and_says_so(plai
     push(type="a.b")
     partition_migration.start(Job)
     report = Report()
-    failed: list[BaseException] = []
-
-    def abort() -> None:
-        try:
-            partition_migration.restart()
-        except BaseException as exc:  # asserted below
-            failed.append(exc)
-        finally:
-            connection.close()  # this thread's own
-
-    aborting = threading.Thread(target=abort, daemon=True)
-    pushed = []
-    try:
-        aborting.start()
-        with connection.cursor() as cursor:
-            cursor.execute("SET statement_timeout = '1s'")  # a writer queued behind a longer wait fails
-        try:
-            while aborting.is_alive():
-                pushed.append(push(type="a.b"))
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET statement_timeout")
-    finally:
-        report.end()
-        aborting.join(60)
-    assert pushed
-    [error] = failed
+    _, error = pushed_while_behind(report, partition_migration.restart, push)
     assert isinstance(error, partition_migration.MigrationError) and f"held by pid {report.pid}" in str(error)
     tries = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "undo the migration" in r.getMessage()]
     assert len(tries) == 3 and all(f"held by pid {report.pid}" in line for line in tries), tries
