@@ -39,7 +39,6 @@ from django.db.models.sql.datastructures import BaseTable
 
 from ..conf import ojs_settings
 from ..models import Event, Job, JobError, JobStep
-from ..observe.outage import summary
 from ..protocol.states import TERMINAL, JobState
 
 logger = logging.getLogger("django_ojs.reaper")
@@ -365,7 +364,7 @@ def bounded_locks(what: str, subject: str = "job history partitions") -> Iterato
     except OperationalError as exc:
         if not lock_not_had(exc):
             raise
-        logger.warning("%s: could not %s (%s); next pass tries again", subject, what, summary(exc))
+        logger.warning("%s: could not %s (%s); next pass tries again", subject, what, _first_line(exc))
 
 
 def live_jobs() -> QuerySet:
@@ -384,6 +383,12 @@ def lock_not_had(exc: BaseException) -> bool:
 def cancelled(exc: BaseException) -> bool:
     """Is ``exc`` a statement cancelled (``QUERY_CANCELED``: ``pg_cancel_backend``, a statement timeout)?"""
     return _sqlstate(exc) == QUERY_CANCELED
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error's first line, for a log line: PostgreSQL adds ``LINE 1:`` and a caret below it."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -597,7 +602,7 @@ def _run_ddl(statements: list[str], what: str) -> bool:
     except Exception as exc:  # a lock not had in time, rows of that day in the DEFAULT partition
         held = f"; {lock_holders(began)}" if lock_not_had(exc) and began else ""
         logger.warning("job history partitions: could not %s (%s%s); next pass tries again",
-                       what, summary(exc), held)
+                       what, _first_line(exc), held)
         return False
     return True
 
