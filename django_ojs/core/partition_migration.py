@@ -7,7 +7,8 @@
    table that mirrors every INSERT, UPDATE and DELETE into it (delete the row by ``seq``,
    insert the new one). From then on every change reaches both.
 2. ``copy_batch``: copy the rows up to the highest ``seq`` seen at start, one ``seq`` range
-   per transaction: lock the range's rows (claims skip them, writers wait a moment), delete
+   per transaction: lock the range's rows (claims skip them, writers wait a moment; a row
+   another session holds is waited for in ``LOCK_TRIES``, as the DDL below is), delete
    those rows from the tree, insert them from the table, record how far it got in a progress
    row. A rerun resumes where the last batch committed.
 3. ``swap``: in one short transaction under ``ACCESS EXCLUSIVE``: check that both hold as
@@ -40,7 +41,8 @@ OLD = f"{TABLE}_unpartitioned"
 PROGRESS = f"{TABLE}_partitioning"
 MIRROR = "django_ojs_job_mirror"
 # The trigger's creation and the swap take locks that every writer of the job table queues
-# behind while they wait for them (a long query -- a report, pg_dump -- holds them up). So each try
+# behind while they wait for them (a long query -- a report, pg_dump -- holds them up); a copy
+# batch waiting for a row someone holds keeps the rows it locked before it. So each try
 # waits a short while, then gives up and lets the writers through before the next; later tries
 # wait longer, for a table whose transactions are long. Seconds each try waits for its locks:
 LOCK_TRIES = (0.2, 0.2, 0.5, 0.5, 1.0, 1.0, 2.0, 2.0)
@@ -182,29 +184,39 @@ def _drop_leftovers() -> None:
 
 
 def copy_batch(batch_size: int) -> Progress:
-    """Copy the next ``seq`` range in its own transaction; the progress after it."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    """Copy the next ``seq`` range in its own transaction; the progress after it.
+
+    The batch locks its rows in ``seq`` order, and a row another session holds (a report's
+    ``SELECT ... FOR UPDATE`` left open, a stuck transaction) would keep it waiting, with the
+    rows before it locked meanwhile: an ACK of any of them would wait as long. So it waits for
+    rows as ``LOCK_TRIES`` says: a try that does not get them in time lets go of all of them,
+    says which session held them, and the next try starts after a pause."""
+
+    def copy(cursor: Any) -> None:
         cursor.execute(f"SELECT copied_through, copy_until FROM {PROGRESS} FOR UPDATE")
         after, until = cursor.fetchone()
-        if after < until:
-            through = min(after + batch_size, until)
-            # Writers of these rows wait until this commits; the mirror trigger then carries their
-            # change. Only the rows locked here are copied: a row inserted into the range meanwhile
-            # (its seq taken before the start, its commit after) is the mirror's alone.
-            cursor.execute(
-                f"SELECT coalesce(array_agg(seq), '{{}}') FROM (SELECT seq FROM {_quote(TABLE)} "
-                "WHERE seq > %s AND seq <= %s ORDER BY seq FOR UPDATE) AS locked",
-                [after, through],
-            )
-            locked = cursor.fetchone()[0]
-            cursor.execute(f"DELETE FROM {_quote(NEXT)} WHERE seq = ANY(%s::bigint[])", [locked])
-            columns = ", ".join(_columns())
-            cursor.execute(
-                f"INSERT INTO {_quote(NEXT)} ({columns}) SELECT {columns} FROM {_quote(TABLE)} "
-                "WHERE seq = ANY(%s::bigint[])",
-                [locked],
-            )
-            cursor.execute(f"UPDATE {PROGRESS} SET copied_through = %s", [through])
+        if after >= until:
+            return
+        through = min(after + batch_size, until)
+        # Writers of these rows wait until this commits; the mirror trigger then carries their
+        # change. Only the rows locked here are copied: a row inserted into the range meanwhile
+        # (its seq taken before the start, its commit after) is the mirror's alone.
+        cursor.execute(
+            f"SELECT coalesce(array_agg(seq), '{{}}') FROM (SELECT seq FROM {_quote(TABLE)} "
+            "WHERE seq > %s AND seq <= %s ORDER BY seq FOR UPDATE) AS locked",
+            [after, through],
+        )
+        locked = cursor.fetchone()[0]
+        cursor.execute(f"DELETE FROM {_quote(NEXT)} WHERE seq = ANY(%s::bigint[])", [locked])
+        columns = ", ".join(_columns())
+        cursor.execute(
+            f"INSERT INTO {_quote(NEXT)} ({columns}) SELECT {columns} FROM {_quote(TABLE)} "
+            "WHERE seq = ANY(%s::bigint[])",
+            [locked],
+        )
+        cursor.execute(f"UPDATE {PROGRESS} SET copied_through = %s", [through])
+
+    in_lock_tries("copy the next batch of jobs", copy)
     found = progress()
     assert found is not None
     return found

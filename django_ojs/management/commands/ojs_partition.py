@@ -54,8 +54,6 @@ class Command(BaseCommand):
         if partitions.is_partitioned():
             self.stdout.write("the job table is partitioned already")
         else:
-            if options["restart"]:
-                partition_migration.restart()
             began = time.monotonic()
 
             def report(progress: partition_migration.Progress) -> None:
@@ -63,6 +61,8 @@ class Command(BaseCommand):
                     self.stdout.write(f"copied through seq {progress.copied_through} of {progress.copy_until}")
 
             try:
+                if options["restart"]:
+                    partition_migration.restart()
                 progress = partition_migration.run(
                     Job, batch_size=options["batch_size"], pause=options["pause"],
                     max_batches=options["max_batches"], report=report,
@@ -84,7 +84,10 @@ class Command(BaseCommand):
     def abort(self, options):
         if partitions.is_partitioned():
             raise CommandError("the job table is partitioned: nothing to abort (going back is `migrate django_ojs 0023`)")
-        partition_migration.restart()
+        try:
+            partition_migration.restart()
+        except partition_migration.MigrationError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write("no migration in progress: the mirror trigger and the partial copy are gone")
 
     def drop_old(self, options):

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
 
 from django_ojs.core import partition_migration, partitions
@@ -551,13 +551,14 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
 
 class Report:
     """A long query on its own connection (an analyst's report, pg_dump): a transaction that has
-    read the whole job table and stays open, holding ACCESS SHARE on every partition."""
+    read the whole job table and stays open, holding ACCESS SHARE on every partition; or, given
+    its ``query``, one that ran that and stays open with what it locked."""
 
-    def __init__(self) -> None:
+    def __init__(self, query: str = "SELECT count(*) FROM django_ojs_job") -> None:
         db = connections["default"].settings_dict
         self.connection = psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
                                           user=db["USER"] or None)
-        self.connection.execute("SELECT count(*) FROM django_ojs_job")
+        self.connection.execute(query)
         self.pid = self.connection.info.backend_pid
 
     def end(self) -> None:
@@ -696,8 +697,85 @@ def test_abort_behind_a_long_query_holds_writers_a_moment_a_try_and_says_so(plai
     tries = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "undo the migration" in r.getMessage()]
     assert len(tries) == 3 and all(f"held by pid {report.pid}" in line for line in tries), tries
     assert partition_migration.progress() is not None  # still there
+    report = Report()
+    try:
+        with pytest.raises(CommandError, match=f"held by pid {report.pid}"):  # the command says it, no traceback
+            call_command("ojs_partition", "abort")
+        with pytest.raises(CommandError, match=f"held by pid {report.pid}"):
+            call_command("ojs_partition", "migrate", "--restart")
+    finally:
+        report.end()
     partition_migration.restart()  # the report over
     assert partition_migration.progress() is None and not partition_migration._exists(partition_migration.NEXT)
+
+
+def test_a_copy_batch_behind_a_held_row_lets_go_of_the_rows_it_locked_a_try_and_names_the_holder(
+    plain_table, push, monkeypatch, caplog
+):
+    """A copy batch locks its rows in ``seq`` order; a row another session holds (a transaction
+    left open after ``SELECT ... FOR UPDATE``) keeps it waiting with the rows before it locked,
+    so an ACK of one of those waited as long as the holder stayed. Each try now waits a moment
+    and lets go; when none gets the rows nothing was copied, the error names the holder, and a
+    run after it copies the batch."""
+    monkeypatch.setattr(partition_migration, "LOCK_TRIES", (0.2,) * 4)  # short tries, a short test
+    monkeypatch.setattr(partition_migration, "LOCK_TRY_PAUSE", 0.1)
+    jobs = [push(type="a.b", queue="copied") for _ in range(4)]
+    claimed = Job.objects.fetch(["copied"], count=3, worker_id="w1")
+    assert [job.id for job in claimed] == [job.id for job in jobs[:3]]
+    held = jobs[3]
+    partition_migration.start(Job)
+    report = Report(f"SELECT seq FROM django_ojs_job WHERE id = '{held.id}' FOR UPDATE")
+    acked = []
+
+    def ack_meanwhile() -> None:
+        # Once the batch waits for the held row with the rows before it locked, ACK those, each
+        # under a statement timeout of 1 s: one that waits for the batch longer fails the test.
+        with connection.cursor() as cursor:
+            def waiting() -> bool:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+                               "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())")
+                return cursor.fetchone()[0] > 0
+
+            wait_until(waiting, 30, "the copy batch to wait on the held row")
+            cursor.execute("SET statement_timeout = '1s'")
+        try:
+            for job in claimed:
+                Job.objects.ack(job.id)
+                acked.append(job.id)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET statement_timeout")
+
+    failed: list[BaseException] = []
+
+    def copy() -> None:
+        try:
+            partition_migration.copy_batch(100)
+        except BaseException as exc:  # judged below
+            failed.append(exc)
+        finally:
+            connection.close()  # this thread's own
+
+    copier = threading.Thread(target=copy, daemon=True)
+    try:
+        copier.start()
+        ack_meanwhile()
+        copier.join(30)
+        with pytest.raises(CommandError, match=f"held by pid {report.pid}"):  # the command says it, no traceback
+            call_command("ojs_partition", "migrate", "--batch-size", "100")
+    finally:
+        report.end()
+    assert acked == [job.id for job in claimed]
+    [error] = failed
+    assert isinstance(error, partition_migration.MigrationError)
+    assert f"held by pid {report.pid}" in str(error) and "SELECT seq FROM django_ojs_job" in str(error), error
+    tries = [r.getMessage() for r in caplog.records if "copy the next batch" in r.getMessage()]
+    assert len(tries) == 3 + 3 and all(f"held by pid {report.pid}" in line for line in tries), tries
+    assert partition_migration.progress().copied_through == 0  # nothing copied
+    assert partition_migration.copy_batch(100).copied_all  # the holder gone
+    partition_migration.swap()
+    assert set(Job.objects.filter(queue="copied").values_list("id", "state")) == {
+        *((job.id, "completed") for job in claimed), (held.id, "available")}
 
 
 @pytest.mark.parametrize("logging_configured", [True, False])
