@@ -7,7 +7,7 @@
    table that mirrors every INSERT, UPDATE and DELETE into it (delete the row by ``seq``,
    insert the new one). From then on every change reaches both.
 2. ``copy_batch``: copy the rows up to the highest ``seq`` seen at start, one ``seq`` range
-   per transaction: lock the range's rows (claims skip them, writers wait a moment; a row
+   (that of the next ``batch_size`` rows) per transaction: lock the range's rows (claims skip them, writers wait a moment; a row
    another session holds is waited for in ``LOCK_TRIES``, as the DDL below is), delete
    those rows from the tree, insert them from the table, record how far it got in a progress
    row. A rerun resumes where the last batch committed.
@@ -197,7 +197,15 @@ def copy_batch(batch_size: int) -> Progress:
         after, until = cursor.fetchone()
         if after >= until:
             return
-        through = min(after + batch_size, until)
+        # The range that holds the next ``batch_size`` jobs: seqs have gaps (jobs pruned, a
+        # sequence that went on while its jobs were deleted), and ranges of a fixed width would
+        # walk empty ones, each a transaction of its own (and a ``--pause``).
+        cursor.execute(
+            f"SELECT seq FROM {_quote(TABLE)} WHERE seq > %s AND seq <= %s ORDER BY seq OFFSET %s LIMIT 1",
+            [after, until, batch_size - 1],
+        )
+        found = cursor.fetchone()
+        through = found[0] if found else until
         # Writers of these rows wait until this commits; the mirror trigger then carries their
         # change. Only the rows locked here are copied: a row inserted into the range meanwhile
         # (its seq taken before the start, its commit after) is the mirror's alone.

@@ -778,6 +778,22 @@ def test_a_copy_batch_behind_a_held_row_lets_go_of_the_rows_it_locked_a_try_and_
         *((job.id, "completed") for job in claimed), (held.id, "available")}
 
 
+def test_a_copy_batch_holds_its_batch_size_of_jobs_across_gaps_in_seq(plain_table, push):
+    """Seqs have gaps (years of jobs pruned, a sequence that went on): each batch copies the
+    next ``batch_size`` jobs, not a fixed width of seqs, which walked the empty ranges one
+    transaction (and one ``--pause``) each."""
+    first = push(type="a.b")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('django_ojs_job', 'seq'), %s)", [first.seq + 1_000_000])
+    rest = [push(type="a.b") for _ in range(3)]
+    copied = []
+    done = partition_migration.run(Job, batch_size=2, report=lambda progress: copied.append(progress.copied_through))
+    assert done.swapped_at is not None
+    assert copied == [rest[0].seq, rest[2].seq]  # two batches of two
+    ids = {job.id for job in [first, *rest]}
+    assert set(Job.objects.values_list("id", flat=True)) == ids
+
+
 @pytest.mark.parametrize("logging_configured", [True, False])
 def test_a_table_too_big_to_partition_in_place_is_left_as_it_is_and_said_once(
     plain_table, push, monkeypatch, capsys, caplog, logging_configured
