@@ -26,7 +26,7 @@ TIME_BUDGET = 10.0
 # ojs-admin-api §8 action -> the core's move.
 ACTIONS = {"retry": "retry", "cancel": "cancel", "delete": "delete"}
 WHY = {
-    bulk.BUSY: "held by another transaction right now (a worker settling it): run the move again",
+    bulk.BUSY: "held by another transaction right now (a worker settling it, another move, a migration copying it): run the move again",
     bulk.GONE: "deleted meanwhile",
     bulk.UNIQUE_HELD: "its unique key is held by a live job",
 }
