@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring
 from typing import Any
@@ -14,15 +13,13 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 from ..conf import ojs_settings
+from ..protocol.envelope import UNSTORABLE
 from ..protocol.errors import InvalidPayload, InvalidRequest, OJSError, PayloadTooLarge
 
 OJS_MEDIA_TYPE = "application/openjobspec+json"
 # Twice the envelope's own limit on args and meta (ojs-json-format §13.5):
 # room for the fields around them, far from Python's recursion limit.
 MAX_BODY_DEPTH = 64
-# JSON allows these in strings; neither PostgreSQL (NUL) nor UTF-8 (an
-# unpaired surrogate) can store them.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class OJSRenderer(BaseRenderer):
@@ -114,7 +111,7 @@ def check_storable(data: Any, *, where: str = "", max_bytes: int | None = None) 
     value = data
     while True:
         if isinstance(value, str):
-            if _UNSTORABLE.search(value):
+            if UNSTORABLE.search(value):
                 check_string(value, _path(where, frames))
             if max_bytes is not None:
                 size += _encoded_size(value, max_bytes - size)
@@ -144,7 +141,7 @@ def check_storable(data: Any, *, where: str = "", max_bytes: int | None = None) 
             if is_dict:
                 key, value = item
                 position[0] = key
-                if _UNSTORABLE.search(key):
+                if UNSTORABLE.search(key):
                     check_string(key, _path(where, frames))
                 if max_bytes is not None:
                     size += _encoded_size(key, max_bytes - size) + 1  # and the colon
@@ -213,7 +210,7 @@ def _path(where: str, frames: list[tuple[Iterator[Any], bool, list[Any]]]) -> st
 
 def check_string(value: str, where: str) -> None:
     """Refuse a string holding a NUL or an unpaired surrogate, naming where it was."""
-    found = _UNSTORABLE.search(value)
+    found = UNSTORABLE.search(value)
     if found:
         what = "a NUL character" if found.group() == "\x00" else "an unpaired UTF-16 surrogate"
         where = where.encode("unicode_escape").decode("ascii")

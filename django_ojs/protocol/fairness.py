@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .envelope import UNSTORABLE
 from .errors import InvalidRequest
 
 # meta.<name> | args.<index>[.<name>]: a name as the envelope's meta keys are written.
-PATH_PATTERN = re.compile(r"^(?:meta\.[A-Za-z0-9_-]{1,64}|args\.(?:0|[1-9][0-9]{0,2})(?:\.[A-Za-z0-9_-]{1,64})?)$")
+PATH_PATTERN = re.compile(r"(?:meta\.[A-Za-z0-9_-]{1,64}|args\.(?:0|[1-9][0-9]{0,2})(?:\.[A-Za-z0-9_-]{1,64})?)")
 # A value is stored in a column of this length; longer values are cut (and share a turn).
 MAX_VALUE_LENGTH = 255
 # The value of a job whose path leads nowhere (or to null): such jobs share one turn.
@@ -38,7 +39,7 @@ def parse_path(value: Any, field: str = "fairness_key") -> str | None:
     """A fairness key as an operator sends it; None turns fairness off."""
     if value is None:
         return None
-    if not isinstance(value, str) or not PATH_PATTERN.match(value):
+    if not isinstance(value, str) or not PATH_PATTERN.fullmatch(value):  # "$" alone lets a final newline by
         raise InvalidRequest(
             f"{field} must be null, meta.<name> (e.g. meta.tenant) or args.<index>[.<name>] (e.g. args.0.customer)",
             field=field,
@@ -87,9 +88,9 @@ def parse_weights(value: Any, field: str = "fairness_weights") -> dict[str, int]
         raise InvalidRequest(f"{field} names {len(value)} values; at most {MAX_WEIGHTED_VALUES}", field=field)
     weights = {}
     for key, weight in value.items():
-        if not isinstance(key, str) or len(key) > MAX_VALUE_LENGTH:
-            raise InvalidRequest(f"{field}: a value is a string of at most {MAX_VALUE_LENGTH} characters",
-                                 field=field)
+        if not isinstance(key, str) or len(key) > MAX_VALUE_LENGTH or UNSTORABLE.search(key):
+            raise InvalidRequest(f"{field}: a value is a string of at most {MAX_VALUE_LENGTH} characters, "
+                                 "without NUL characters or unpaired surrogates", field=field)
         weights[key] = _weight(weight, f"{field}.{key}")
     return dict(sorted(weights.items()))
 

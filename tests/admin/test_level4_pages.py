@@ -105,7 +105,8 @@ def test_the_queue_page_makes_a_queue_fair_and_refuses_a_key_that_is_no_path(adm
     assert admin_client.get(url).context["form"]["fairness_weights"].value() == '{"acme": 3}'
     listing = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
     assert "fair by meta.tenant (weights acme 3; others 2)" in listing
-    for bad, message in (("{acme: 3}", "must be a JSON object"), ('{"acme": 0}', "from 1 to 1000")):
+    for bad, message in (("{acme: 3}", "must be a JSON object"), ('{"acme": 0}', "from 1 to 1000"),
+                         ('{"\\u0000": 2}', "without NUL"), ('{"\\ud800": 2}', "unpaired surrogates")):
         refused = admin_client.post(url, {**form, "fairness_key": "meta.tenant", "fairness_weights": bad})
         assert refused.status_code == 200 and message in refused.content.decode()
     assert Queue.objects.get(name="mail").fairness_weights == {"acme": 3}  # unchanged

@@ -32,7 +32,8 @@ def test_paths_accepted(path):
     assert fairness.parse_path(path) == path
 
 
-@pytest.mark.parametrize("path", ["tenant", "meta", "meta.", "meta.a.b", "args.01", "args.x", "args.0.a.b", 3, ""])
+@pytest.mark.parametrize("path", ["tenant", "meta", "meta.", "meta.a.b", "args.01", "args.x", "args.0.a.b", 3, "",
+                                  "meta.tenant\n", "args.0\n", " meta.tenant"])
 def test_paths_refused_with_the_field(path):
     with pytest.raises(InvalidRequest) as refused:
         fairness.parse_path(path)
@@ -88,6 +89,7 @@ def test_what_a_claim_leaves_for_the_next(waiting, got, used, ended):
 @pytest.mark.parametrize("weights", [
     [], "acme=3", {"acme": 0}, {"acme": -1}, {"acme": 1.5}, {"acme": "3"}, {"acme": True},
     {"acme": fairness.MAX_WEIGHT + 1}, {"x" * 256: 1}, {f"t{i}": 1 for i in range(fairness.MAX_WEIGHTED_VALUES + 1)},
+    {"\x00": 2}, {"a\x00b": 2}, {"\ud800": 2},  # no job's value can hold them; PostgreSQL cannot store them
 ])
 def test_bad_weights_are_refused_with_the_field(weights):
     with pytest.raises(InvalidRequest) as refused:
