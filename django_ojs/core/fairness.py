@@ -28,8 +28,8 @@ So one tenant's million jobs cannot starve another's ten: each claim serves
 the values in turn, and a claim's cost grows with the number of values
 waiting, not with the jobs. An unfair queue never comes here.
 
-The key is read at PUSH; changing a queue's key rewrites its unfinished
-jobs' values (``rekey``), and ``mend`` gives one to a job pushed by a
+The key is read at PUSH; changing a queue's key rewrites its waiting
+jobs' values (``rekey``), and ``mend`` gives the right one to a job pushed by a
 process whose cached configuration (``QUEUE_CONFIG_TTL``) predated the change.
 """
 
@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Left
 from django.utils import timezone
@@ -49,15 +49,15 @@ from django.utils import timezone
 from ..conf import ojs_settings
 from ..models import FairTurn, Job
 from ..protocol import fairness
-from ..protocol.states import TERMINAL, JobState
+from ..protocol.states import WAITING, JobState
 from .queue_settings import settings_of
+from .row_movement import retried_in_savepoint
 
 # Jobs given their key per claim while a configuration change is fresh.
 MEND_BATCH = 1_000
 # How long after a change a process may still push with the old configuration: its
 # cache's lifetime, twice over, and time for a PUSH begun before it to commit.
 MEND_MARGIN = dt.timedelta(seconds=30)
-UNFINISHED = sorted(state.value for state in JobState if state not in TERMINAL)
 
 
 def waiting_keys(queue: str) -> list[str]:
@@ -169,33 +169,67 @@ def key_expression(path: str) -> Any:
 
 
 def rekey(queue: str, path: str | None) -> int:
-    """Give ``queue``'s unfinished jobs their value of ``path`` (None: no value); how many changed.
+    """Give ``queue``'s waiting jobs their value of ``path`` (None: no value); how many changed.
 
-    Rows another transaction holds (a claim in flight) are skipped, never waited for:
-    they are being started, and keep the value they had.
+    In the caller's transaction (the configuration's change), in batches from the newest job
+    back, so the oldest, which claims take first, are locked last and briefly. Rows another
+    transaction holds (a claim in flight) are skipped, never waited for: they are being
+    started, and keep the value they had; so do active jobs (``_rewrite``).
     """
-    held = Job.objects.filter(queue=queue, state__in=UNFINISHED).select_for_update(skip_locked=True)
     value = key_expression(path) if path is not None else Value(None)
-    return Job.objects.filter(seq__in=held.values("seq")).update(fair_key=value)
+    return _rewrite(Job.objects.filter(queue=queue, state__in=WAITING), value)
+
+
+def _rewrite(rows: QuerySet[Job], value: Any) -> int:
+    """Set ``fair_key`` to ``value`` on ``rows`` (waiting jobs), newest first, ``MEND_BATCH`` a
+    statement, each in a savepoint; how many changed.
+
+    Only waiting jobs: an active one has been claimed (its value served its turn), and an ACK
+    or a failure may move its row to a history partition at any moment; a statement that then
+    locks it fails (``core/row_movement.py``). A waiting job claimed and finished while a batch
+    runs fails it the same way: that batch alone is run again, and finds the row gone."""
+    changed = 0
+    before: int | None = None
+
+    def one_batch() -> list[int]:
+        batch = rows if before is None else rows.filter(seq__lt=before)
+        seqs = list(batch.select_for_update(skip_locked=True).order_by("-seq")
+                    .values_list("seq", flat=True)[:MEND_BATCH])
+        if seqs:
+            Job.objects.filter(seq__in=seqs).update(fair_key=value)
+        return seqs
+
+    while True:
+        seqs = retried_in_savepoint(one_batch)
+        changed += len(seqs)
+        if len(seqs) < MEND_BATCH:
+            return changed
+        before = seqs[-1]
 
 
 def mend(queue: str, path: str, changed_at: dt.datetime | None) -> None:
-    """Give ``queue``'s key to unfinished jobs pushed without one, by a process whose cached configuration
-    predated the change: a bounded batch per claim while the change is fresh, then all that are left,
-    once per process and change. Locked rows are skipped, never waited for."""
+    """Give ``queue``'s key to waiting jobs pushed with another value by a process whose cached
+    configuration predated the change: while the change is fresh, a bounded batch of those pushed
+    without a value per claim (the common case: fairness turned on); then, once per process and
+    change, every waiting job whose value is not its value of the key (a key changed to another,
+    a job retried after the change). Locked rows are skipped, never waited for."""
     if changed_at is None or mended(queue, changed_at):
         return
-    fresh = _fresh(changed_at)
-    unkeyed = Job.objects.filter(queue=queue, fair_key__isnull=True, state__in=UNFINISHED)
-    while True:
-        seqs = list(unkeyed.select_for_update(skip_locked=True).values_list("seq", flat=True)[:MEND_BATCH])
-        if seqs:
-            Job.objects.filter(seq__in=seqs).update(fair_key=key_expression(path))
-        if fresh or len(seqs) < MEND_BATCH:
-            break
-    if not fresh:
-        with _mended_lock:
-            _mended[queue] = changed_at
+    waiting = Job.objects.filter(queue=queue, state__in=WAITING)
+    if _fresh(changed_at):
+        locked = waiting.filter(fair_key__isnull=True).select_for_update(skip_locked=True)
+
+        def one_batch() -> None:
+            seqs = list(locked.values_list("seq", flat=True)[:MEND_BATCH])
+            if seqs:
+                Job.objects.filter(seq__in=seqs).update(fair_key=key_expression(path))
+
+        retried_in_savepoint(one_batch)
+        return
+    expected = key_expression(path)
+    _rewrite(waiting.alias(expected=expected).exclude(fair_key=F("expected")), expected)
+    with _mended_lock:
+        _mended[queue] = changed_at
 
 
 def mended(queue: str, changed_at: dt.datetime | None) -> bool:

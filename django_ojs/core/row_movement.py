@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 
 T = TypeVar("T")
 
@@ -44,6 +44,19 @@ def retried(operation: Callable[[], T]) -> T:
     for attempt in range(ATTEMPTS):
         try:
             return operation()
+        except OperationalError as exc:
+            if not is_row_moved(exc) or attempt == ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def retried_in_savepoint(operation: Callable[[], T]) -> T:
+    """``retried`` for a step of a caller's transaction: each try in a savepoint of its own, so
+    a try that meets a moved row is undone alone and the transaction goes on."""
+    for attempt in range(ATTEMPTS):
+        try:
+            with transaction.atomic():
+                return operation()
         except OperationalError as exc:
             if not is_row_moved(exc) or attempt == ATTEMPTS - 1:
                 raise

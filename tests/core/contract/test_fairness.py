@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import threading
 from collections import Counter
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
-from django_ojs.core import queue_config
-from django_ojs.models import FairTurn, Job
+from django_ojs.core import queue_config, queue_settings
+from django_ojs.models import FairTurn, Job, Queue
 from django_ojs.protocol.errors import InvalidRequest
 from tests.helpers import race
 
@@ -102,6 +105,22 @@ def test_a_job_pushed_without_its_key_is_mended_by_the_next_claim(push):
     # As a process that had not yet seen the change would have stored it.
     Job.objects.filter(meta__tenant="late").update(fair_key=None)
     assert "late" in tenants_of(Job.objects.fetch(["shared"], count=2))
+
+
+def test_a_job_pushed_with_the_old_key_s_value_gets_the_new_one_once_the_change_settles(push):
+    fair()
+    push_for(push, "big", 2)
+    fair(path="args.0")  # the waiting jobs get their args.0 at once
+    assert sorted(Job.objects.values_list("fair_key", flat=True)) == ["0", "1"]
+    push(args=["cust"], meta={"tenant": "big"}, options={"queue": "shared"})
+    # As a process that had not yet seen the change would have stored it: the old key's value.
+    Job.objects.filter(args=["cust"]).update(fair_key="big")
+    # Once the change is no longer fresh (no process pushes with the old key any more), the next
+    # claim gives every waiting job whose value is not its value of the key the right one.
+    Queue.objects.filter(name="shared").update(updated_at=timezone.now() - dt.timedelta(minutes=10))
+    queue_settings.forget()
+    Job.objects.fetch(["shared"], count=1)
+    assert Job.objects.get(args=["cust"]).fair_key == "cust"
 
 
 def test_a_worker_naming_its_types_reaches_past_values_with_none_of_them(push):
@@ -231,3 +250,51 @@ def test_six_concurrent_claimers_meeting_new_values_take_each_job_once_and_never
     race([worker for _ in range(6)])
     assert len(claimed) == len(set(claimed)) == 120
     assert FairTurn.objects.filter(queue="shared").count() == 12
+
+
+
+@pytest.mark.postgres
+def test_changing_the_key_while_workers_claim_and_finish_jobs_never_fails(transactional_db, spec):
+    """On PostgreSQL a finish moves the job's row to a history partition: a change of the key that
+    meets a row moved since its statement began (claimed and finished meanwhile) fails with a
+    serialization error unless that step runs again. Every change here must go through, and leave
+    each waiting job its value of the key."""
+    fair()
+    Job.objects.push_many([spec(args=[f"c{i % 7}"], meta={"tenant": f"t{i % 5}"}, options={"queue": "shared"})
+                           for i in range(3000)])
+    stop = threading.Event()
+    finished: list[int] = []
+    failed: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                jobs = Job.objects.fetch(["shared"], count=5)
+                for job in jobs:
+                    Job.objects.ack(job.id)
+                finished.append(len(jobs))
+        except BaseException as exc:  # judged below
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for path in ["args.0", "meta.tenant", None, "args.0", "meta.tenant", "args.0"] * 2:
+            fair(path=path)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert not failed, failed
+    assert sum(finished) > 0  # the workers did finish jobs meanwhile
+    # A claim whose cached configuration predates a change may have given jobs the key before it
+    # meanwhile; once the change settles, the next claim gives every waiting job its value.
+    Queue.objects.filter(name="shared").update(updated_at=timezone.now() - dt.timedelta(minutes=10))
+    queue_settings.forget()
+    Job.objects.fetch(["shared"], count=1)
+    waiting = Job.objects.filter(queue="shared", state="available")
+    assert waiting.exists()
+    assert all(job.fair_key == job.args[0] for job in waiting), "every waiting job has its args.0"

@@ -116,6 +116,42 @@ def test_opt_in_claim_cost_on_a_hundred_thousand_waiting_jobs():
               f"{round(statistics.median(claim_micros(f'fair{tenants}', 500)))}")
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("OJS_FAIRNESS_BENCH"), reason="opt-in: OJS_FAIRNESS_BENCH=1 (prints figures)")
+def test_opt_in_a_key_change_on_a_hundred_thousand_waiting_jobs():
+    """How long changing the key of a queue with 100,000 waiting jobs takes, and what FETCH of
+    that queue gets meanwhile (the change rewrites the waiting jobs newest first, so the oldest,
+    which FETCH takes, are locked last)."""
+    import threading
+
+    from django_ojs.core import queue_config
+
+    fill("available", 100_000, queue="rekeyed", fair_key="'t' || (g %% 1000)")
+    make_fair("rekeyed")
+    Job.objects.filter(queue="rekeyed").update(args=["x"])  # where the new key points
+    took: list[float] = []
+
+    def change() -> None:
+        try:
+            began = time.perf_counter()
+            queue_config.update("rekeyed", queue_config.parse_config({"fairness_key": "args.0"}, "rekeyed"))
+            took.append(time.perf_counter() - began)
+        finally:
+            connection.close()
+
+    changing = threading.Thread(target=change)
+    fetched = empty = 0
+    changing.start()
+    while changing.is_alive():
+        jobs = Job.objects.fetch(["rekeyed"], count=1)
+        fetched += len(jobs)
+        empty += not jobs
+    changing.join()
+    assert Job.objects.filter(queue="rekeyed", state="available").exclude(fair_key="x").count() == 0
+    print(f"\nkey change of 100,000 waiting jobs: {took[0]:.2f} s; FETCH 1 meanwhile: {fetched} jobs, "
+          f"{empty} empty")
+
+
 def test_a_fair_claim_on_its_own_is_one_statement_in_weighted_turns(one_statement):
     from django_ojs.core import queue_config
     from django_ojs.models import FairTurn

@@ -31,12 +31,14 @@ BACKLOG = 30_000
 def fill(state: str, count: int, *, queue: str = "plans", analyze: bool = True, **columns: str) -> None:
     extra = "".join(f", {name}" for name in columns)
     values = "".join(f", {value}" for value in columns.values())
+    # A fair queue's jobs (a fair_key given) carry their value where the key meta.tenant reads it.
+    meta = f"jsonb_build_object('tenant', {columns['fair_key']})" if "fair_key" in columns else "'{}'"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {Job._meta.db_table} (id, type, queue, args, meta, priority, state, attempt,
                     max_attempts, releases, retry, visibility_timeout, tags, schema, extra, given_times,
                     created_at, dead_letter{extra})
-                SELECT gen_random_uuid(), 'plan.job', %s, '[]', '{{}}', g %% 3, %s, 0, 3, 0, '{{}}',
+                SELECT gen_random_uuid(), 'plan.job', %s, '[]', {meta}, g %% 3, %s, 0, 3, 0, '{{}}',
                     interval '30 minutes', '[]', '', '{{}}', '{{}}', now(), false{values}
                 FROM generate_series(1, %s) AS g""",
             [queue, state, count],
