@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 from ..core import limits
 from ..core import queues as queue_moves
 from ..core.clock import db_now
+from ..core.queue_config import describe_bound, describe_limits
 from ..core.stats import THROUGHPUT_WINDOW, queue_figures
 from ..models import Queue
 from ..protocol.ratelimit import queue_key
@@ -176,23 +177,12 @@ class QueueAdmin(ConsoleAdmin):
     @admin.display(description="limits and bound")
     def limits(self, queue: Queue) -> SafeString:
         url = reverse("admin:django_ojs_queue_configure", args=[queue.name])
-        parts = []
-        if queue.concurrency is not None:
-            parts.append(f"{queue.figures.counts[JobState.ACTIVE.value]} / {queue.concurrency} active")
-        for label, window in (("rate", queue.rate_limit), ("throttle", queue.throttle)):
-            if window:
-                parts.append(f"{label} {window['limit']} per {window['period']}")
-        if queue.max_size is not None:
-            parts.append(f"max size {self.bound(queue)}")
-        if queue.fairness_key is not None:
-            parts.append(f"fair by {queue.fairness_key}{weights_of(queue)}")
-        return format_html('<a href="{}" title="configure">{}</a>', url, "; ".join(parts) or "none")
+        active = queue.figures.counts[JobState.ACTIVE.value]
+        return format_html('<a href="{}" title="configure">{}</a>', url, describe_limits(queue, active))
 
     @admin.display(description="max size")
     def bound(self, queue: Queue) -> str:
-        if queue.max_size is None:
-            return EMPTY
-        return f"{queue.max_size:,} ({queue.overflow_policy})"
+        return EMPTY if queue.max_size is None else describe_bound(queue)
 
     # -- actions ------------------------------------------------------------------------
 
@@ -221,12 +211,3 @@ def _rate(per_minute: float) -> str:
     if per_minute == 0:
         return "0"
     return f"{per_minute:,.1f}" if per_minute < 100 else f"{per_minute:,.0f}"
-
-
-def weights_of(queue: Queue) -> str:
-    """A fair queue's weights as the list says them: " (weights acme 3, small 1; others 1)"; "" when every value weighs 1."""
-    named = queue.fairness_weights or {}
-    if not named and queue.fairness_default_weight == 1:
-        return ""
-    listed = ", ".join(f"{value} {weight}" for value, weight in sorted(named.items()))
-    return f" (weights {listed + '; ' if listed else ''}others {queue.fairness_default_weight})"

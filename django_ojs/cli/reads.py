@@ -17,6 +17,7 @@ from ..core import awaiting, coverage, workers
 from ..core.clock import db_now
 from ..core.dead_letter import describe, keeping
 from ..core.durable import steps_of
+from ..core.queue_config import describe_limits, render_config
 from ..core.selection import JobFilter, job_uuid
 from ..core.stats import queue_figures
 from ..core.workflows import job_counts
@@ -108,7 +109,7 @@ def waiting_line(rendered: dict[str, Any]) -> str:
 
 def list_queues() -> list[dict[str, Any]]:
     """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state, its
-    oldest wait and estimated time to drain.
+    rates, oldest wait and estimated time to drain, its limits, bound and fairness.
 
     Counts cover unfinished jobs and discarded ones, dead letters and plain
     discards alike (the partial indexes hold them); completed and cancelled
@@ -140,8 +141,14 @@ def list_queues() -> list[dict[str, Any]]:
                 "counts": {state: counts.get(name, {}).get(state, 0) for state in counted},
                 # Available jobs no running worker of the queue has a handler for (core/coverage.py).
                 "unrunnable": unrunnable.get(name, []),
+                # Completed and discarded per minute over the last five, as the admin API names them.
+                "processed_per_minute": round(figures[name].completed_per_minute, 2),
+                "failed_per_minute": round(figures[name].failed_per_minute, 2),
                 "oldest_available_age_seconds": figures[name].oldest_available_age_seconds,
                 "estimated_drain_seconds": figures[name].estimated_drain_seconds,
+                # As the admin's Queues page says them; "config" as GET /ojs/v1/queues/{name}/config.
+                "limits": describe_limits(queue, counts.get(name, {}).get(JobState.ACTIVE.value, 0)),
+                "config": render_config(queue or Queue(name=name)),
             }
         )
     return out

@@ -98,3 +98,37 @@ def update(name: str, changes: Mapping[str, Any]) -> Queue:
         events.record([events.other_event("queue.config_updated", now, queue=name, **render_config(queue))])
     forget(name)
     return queue
+
+
+def describe_limits(queue: Queue | None, active: object) -> str:
+    """A queue's limits with their use, its bound and its fairness in one line, as the admin's
+    Queues page and ``manage.py ojs queues`` say them: ``2 / 5 active; rate 60 per PT1M; max size
+    1,000 (reject); fair by meta.tenant (weights acme 3; others 1)``, or ``none``. ``active``: its
+    active jobs, as the caller counted them."""
+    if queue is None:
+        return "none"
+    parts = []
+    if queue.concurrency is not None:
+        parts.append(f"{active} / {queue.concurrency} active")
+    for label, window in (("rate", queue.rate_limit), ("throttle", queue.throttle)):
+        if window:
+            parts.append(f"{label} {window['limit']} per {window['period']}")
+    if queue.max_size is not None:
+        parts.append(f"max size {describe_bound(queue)}")
+    if queue.fairness_key is not None:
+        parts.append(f"fair by {queue.fairness_key}{_weights_of(queue)}")
+    return "; ".join(parts) or "none"
+
+
+def describe_bound(queue: Queue) -> str:
+    """A bounded queue's bound and what happens past it: ``1,000 (reject)``."""
+    return f"{queue.max_size:,} ({queue.overflow_policy})"
+
+
+def _weights_of(queue: Queue) -> str:
+    """A fair queue's weights: " (weights acme 3, small 1; others 1)"; "" when every value weighs 1."""
+    named = queue.fairness_weights or {}
+    if not named and queue.fairness_default_weight == 1:
+        return ""
+    listed = ", ".join(f"{value} {weight}" for value, weight in sorted(named.items()))
+    return f" (weights {listed + '; ' if listed else ''}others {queue.fairness_default_weight})"

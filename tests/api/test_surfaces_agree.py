@@ -122,3 +122,23 @@ def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, ad
     assert 'ojs_queue_drain_seconds{queue="sms"}' not in text
     scraped = float(re.search(r'ojs_queue_oldest_available_age_seconds\{queue="mail"\} ([0-9.]+)', text).group(1))
     assert abs(scraped - age) < 60
+
+
+def test_every_surface_says_the_same_limits_bound_and_fairness_of_a_queue(push, api, admin_client):
+    from django_ojs.core import queue_config
+
+    queue_config.update("mail", queue_config.parse_config(
+        {"concurrency": 5, "rate_limit": {"limit": 60, "period": "PT1M"}, "max_size": 1000,
+         "fairness_key": "meta.tenant", "fairness_weights": {"acme": 3}, "fairness_default_weight": 2}, "mail"))
+    push(options={"queue": "mail"}, meta={"tenant": "acme"})
+    Job.objects.fetch(["mail"], worker_id="w1")  # one active of five
+    said = "1 / 5 active; rate 60 per PT1M; max size 1,000 (reject); fair by meta.tenant (weights acme 3; others 2)"
+
+    page = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
+    assert f'title="configure">{said}</a>' in page
+    [row] = [queue for queue in ojs_json("queues") if queue["name"] == "mail"]
+    assert row["limits"] == said
+    assert row["config"] == api.get("/ojs/v1/queues/mail/config").json()["config"]
+    out = io.StringIO()
+    call_command("ojs", "queues", stdout=out)
+    assert said in out.getvalue()

@@ -28,7 +28,8 @@ from ...protocol.errors import OJSError
 NOT_CONFIRMED = 3
 PARTIAL = 4
 JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type", "kept")
-QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "oldest_available_age_seconds", "estimated_drain_seconds")
+QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "processed_per_minute", "failed_per_minute",
+                 "oldest_available_age_seconds", "estimated_drain_seconds", "limits")
 WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "active_jobs", "last_heartbeat_at")
 BULK_HELP = {
     "retry": "retry failed (discarded) jobs, dead letters and plain discards: back to available with fresh attempts",
@@ -96,7 +97,7 @@ class Command(BaseCommand):
         maintenance.add_argument("--for", dest="duration", help="how long it is expected to last, e.g. PT30M")
         _json(maintenance)
 
-        _json(commands.add_parser("queues", help="queues: paused or not, backlog and discarded counts, oldest wait, time to drain"))
+        _json(commands.add_parser("queues", help="queues: paused or not, backlog and discarded counts, rates, oldest wait, time to drain, limits"))
         workers = commands.add_parser("workers", help="registered workers and their last heartbeat")
         workers.add_argument("--all", action="store_true", help="include workers declared dead")
         _json(workers)
