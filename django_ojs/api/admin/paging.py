@@ -65,9 +65,10 @@ class Page:
 
 def page_of(params: Mapping[str, str]) -> Page:
     """``page``/``per_page`` (or openapi's ``offset``/``limit``), the offset bounded by ``MAX_OFFSET``."""
-    per_page = int_param(params, "per_page", int_param(params, "limit", DEFAULT_PER_PAGE))
+    sent = "per_page" if "per_page" in params or "limit" not in params else "limit"  # named as the client sent it
+    per_page = int_param(params, sent, DEFAULT_PER_PAGE)
     if not 1 <= per_page <= MAX_PER_PAGE:
-        raise InvalidRequest(f"per_page must be from 1 to {MAX_PER_PAGE}", field="per_page")
+        raise InvalidRequest(f"{sent} must be from 1 to {MAX_PER_PAGE}", field=sent)
     if "offset" in params and "page" not in params:
         offset = int_param(params, "offset", 0)
         if offset < 0:
