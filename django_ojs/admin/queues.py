@@ -167,6 +167,8 @@ class QueueAdmin(ConsoleAdmin):
     def drain_time(self, queue: Queue) -> SafeString | str:
         # The API's estimated_drain_seconds and the metric ojs_queue_drain_seconds.
         seconds = queue.figures.estimated_drain_seconds
+        if seconds is None and queue.figures.paused:
+            return format_html('<span title="{}">{}</span>', "a paused queue hands out no job", "does not drain: paused")
         if seconds is None:
             return format_html('<span title="{}">{}</span>', "jobs wait and none finished in the last "
                                f"{_WINDOW_MINUTES} minutes: no rate to estimate from", "no rate")

@@ -141,10 +141,13 @@ def list_queues() -> list[dict[str, Any]]:
                 "counts": {state: counts.get(name, {}).get(state, 0) for state in counted},
                 # Available jobs no running worker of the queue has a handler for (core/coverage.py).
                 "unrunnable": unrunnable.get(name, []),
-                # Completed and discarded per minute over the last five, as the admin API names them.
-                "processed_per_minute": round(figures[name].completed_per_minute, 2),
-                "failed_per_minute": round(figures[name].failed_per_minute, 2),
+                # Completed and discarded per minute, as the admin API gives them.
+                "throughput": {
+                    "processed_per_minute": round(figures[name].completed_per_minute, 2),
+                    "failed_per_minute": round(figures[name].failed_per_minute, 2),
+                },
                 "oldest_available_age_seconds": figures[name].oldest_available_age_seconds,
+                "oldest_available_exact": figures[name].oldest_exact,
                 "estimated_drain_seconds": figures[name].estimated_drain_seconds,
                 # As the admin's Queues page says them; "config" as GET /ojs/v1/queues/{name}/config.
                 "limits": describe_limits(queue, counts.get(name, {}).get(JobState.ACTIVE.value, 0)),

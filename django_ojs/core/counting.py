@@ -84,29 +84,38 @@ def _bounded_count(queryset: QuerySet, limit: int) -> int | None:
 def time_boxed(using: str, *, seconds: float) -> Iterator[None]:
     """Run the block's statements in a savepoint cut off after ``seconds`` on PostgreSQL
     (``OperationalError`` when one runs out of time); elsewhere as is."""
+    with local_settings(using, statement_timeout=f"{int(seconds * 1000)}ms"):
+        yield
+
+
+@contextmanager
+def local_settings(using: str, **settings: str) -> Iterator[None]:
+    """Run the block's statements in a savepoint under these PostgreSQL settings; elsewhere as is."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         yield
         return
     with transaction.atomic(using=using):
-        previous = _set_statement_timeout(connection, f"{int(seconds * 1000)}ms")
+        previous = _set_local(connection, settings)
         yield
-        # Within a caller's transaction (ATOMIC_REQUESTS) the setting would
+        # Within a caller's transaction (ATOMIC_REQUESTS) the settings would
         # outlive this savepoint: put the caller's back. (On an error the
-        # savepoint's rollback restores it.)
-        _set_statement_timeout(connection, previous)
+        # savepoint's rollback restores them.)
+        _set_local(connection, previous)
 
 
-def _set_statement_timeout(connection, value: str) -> str:
-    """Set the transaction's statement timeout; return the one it replaces."""
+def _set_local(connection, settings: dict[str, str]) -> dict[str, str]:
+    """Set these settings for the transaction; return the ones they replace."""
+    names = list(settings)
     with connection.cursor() as cursor:
-        # One round trip: the subquery (kept apart by OFFSET 0) reads the setting before it is set.
+        # One round trip: the subquery (kept apart by OFFSET 0) reads the settings before they are set.
+        reads = ", ".join(f"current_setting(%s) AS p{index}" for index in range(len(names)))
+        sets = ", ".join("set_config(%s, %s, true)" for _ in names)
         cursor.execute(
-            "SELECT previous, set_config('statement_timeout', %s, true)"
-            " FROM (SELECT current_setting('statement_timeout') AS previous OFFSET 0) setting",
-            [value],
+            f"SELECT previous.*, {sets} FROM (SELECT {reads} OFFSET 0) previous",
+            [value for name in names for value in (name, settings[name])] + names,
         )
-        return cursor.fetchone()[0]
+        return dict(zip(names, cursor.fetchone()[: len(names)], strict=True))
 
 
 def planner_estimate(queryset: QuerySet) -> int | None:

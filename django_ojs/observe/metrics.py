@@ -41,7 +41,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from ..core import coverage
 from ..core.clock import db_now
-from ..core.stats import dead_letter_stats, queue_figures
+from ..core.stats import dead_letter_stats, queue_figures, queues_with_available
 from ..core.workers import DEAD, SHOWN_STATES, shown_state
 from ..models import Queue, Worker
 from ..protocol.states import JobState
@@ -228,7 +228,7 @@ class StoreCollector:
 
     def collect(self) -> Any:
         now = db_now()
-        names = list(Queue.objects.order_by("name").values_list("name", flat=True)[:MAX_QUEUES])
+        names, unreported = reported_queues()
         figures = queue_figures(names, now)
         counts = {(queue, state): tally for queue in names for state, tally in figures[queue].counts.items()}
         depth = GaugeMetricFamily("ojs_queue_depth", "Jobs per queue and state (finished states estimated past 1,000).",
@@ -243,10 +243,13 @@ class StoreCollector:
         drain = GaugeMetricFamily(
             "ojs_queue_drain_seconds",
             "Estimated seconds to finish the available jobs per queue at the last 5 minutes' rate of jobs "
-            "finished (0 when none waits; no sample while jobs wait and none finished).",
+            "finished (0 when none waits; no sample while jobs wait and none finished, or the queue is paused).",
             labels=["queue"],
         )
+        paused = GaugeMetricFamily("ojs_queue_paused", "1 while the queue is paused (it hands out no job), else 0.",
+                                   labels=["queue"])
         for queue in names:
+            paused.add_metric([queue], 1 if figures[queue].paused else 0)
             age.add_metric([queue], figures[queue].oldest_available_age_seconds)
             seconds = figures[queue].estimated_drain_seconds
             if seconds is not None:
@@ -275,7 +278,22 @@ class StoreCollector:
         )
         for queue, count in sorted(dead_letter_stats()["by_queue"].items()):
             dead_letter.add_metric([queue], count)
-        yield from (depth, busy, age, drain, workers, active, unrunnable, dead_letter)
+        left_out = GaugeMetricFamily(
+            "ojs_queues_unreported",
+            f"Queues given no per-queue gauge in this scrape: past {MAX_QUEUES}, those with no available job first.",
+        )
+        left_out.add_metric([], unreported)
+        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, left_out)
+
+
+def reported_queues() -> tuple[list[str], int]:
+    """The queues that get gauges (at most ``MAX_QUEUES``, by name) and how many are left out. Queues
+    with available jobs come first, so an autoscaler's queue never loses its series to a crowd of idle
+    ones named before it; then the others by name."""
+    waiting = queues_with_available()
+    others = list(Queue.objects.exclude(name__in=waiting).order_by("name").values_list("name", flat=True))
+    everyone = waiting + others
+    return sorted(everyone[:MAX_QUEUES]), max(len(everyone) - MAX_QUEUES, 0)
 
 
 def exposition() -> bytes:

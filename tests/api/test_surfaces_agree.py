@@ -93,9 +93,12 @@ def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, ad
     for _ in range(6):
         push(options={"queue": "mail"})
     Job.objects.filter(queue="mail").update(enqueued_at=ago(minutes=2))
-    for _ in range(3):  # finished in the last 5 minutes: 0.6 a minute
+    for _ in range(3):  # finished in the last 5 minutes, the first of them 4 minutes ago: 0.6 a minute
         push(options={"queue": "mail"}, args=["done"])
     Job.objects.filter(queue="mail", args=["done"]).update(state="completed", finished_at=ago(minutes=1))
+    Job.objects.filter(queue="mail", args=["done"]).filter(
+        seq=Job.objects.filter(queue="mail", args=["done"]).order_by("seq").values("seq")[:1]
+    ).update(finished_at=ago(minutes=4))
     push(options={"queue": "sms"})  # waiting, nothing finished: no rate
 
     rows = {queue["name"]: queue for queue in api.get(f"{ADMIN}/queues").json()["items"]}
@@ -142,3 +145,66 @@ def test_every_surface_says_the_same_limits_bound_and_fairness_of_a_queue(push, 
     out = io.StringIO()
     call_command("ojs", "queues", stdout=out)
     assert said in out.getvalue()
+
+
+def test_a_queue_that_started_working_a_moment_ago_is_judged_by_that_moment(push, api):
+    """Its rate is taken since its first finish in the window (plus the mean gap between finishes),
+    not over 5 minutes it did no work in: 10 jobs finished in the last 20 s are a rate of about 27
+    a minute, and 20 waiting drain in about 44 s, where the 5 minutes said 2 a minute and 600 s."""
+    for _ in range(20):
+        push(options={"queue": "mail"})
+    for index in range(10):
+        push(options={"queue": "mail"}, args=[index])
+        Job.objects.filter(queue="mail", args=[index]).update(
+            state="completed", finished_at=ago(seconds=20 - 2 * index))
+    [row] = [queue for queue in api.get(f"{ADMIN}/queues").json()["items"] if queue["name"] == "mail"]
+    # 10 finishes, the first 20 s ago: taken over 22 s (20 s and the mean gap of 2 s).
+    assert 40 <= row["estimated_drain_seconds"] <= 50, row
+    assert 25 <= row["throughput"]["processed_per_minute"] <= 29, row
+    [cli] = [queue for queue in ojs_json("queues") if queue["name"] == "mail"]
+    assert abs(cli["estimated_drain_seconds"] - row["estimated_drain_seconds"]) <= 1
+    assert cli["throughput"] == pytest.approx(row["throughput"], abs=0.1)  # read a moment later
+
+
+def test_a_paused_queue_does_not_drain_on_any_surface(push, api, admin_client, client, ojs):
+    from django_ojs.core import queues
+
+    for _ in range(4):
+        push(options={"queue": "mail"})
+    Job.objects.filter(queue="mail").update(enqueued_at=ago(minutes=1))
+    push(options={"queue": "mail"}, args=["done"])
+    Job.objects.filter(queue="mail", args=["done"]).update(state="completed", finished_at=ago(minutes=4))
+    [row] = [queue for queue in api.get(f"{ADMIN}/queues").json()["items"] if queue["name"] == "mail"]
+    assert row["estimated_drain_seconds"] == 4 * 5 * 60  # a rate of 1 in 5 minutes
+    queues.pause("mail")
+    [row] = [queue for queue in api.get(f"{ADMIN}/queues").json()["items"] if queue["name"] == "mail"]
+    assert row["paused"] is True and row["estimated_drain_seconds"] is None
+    assert row["oldest_available_age_seconds"] > 0  # the jobs still wait, and for how long is a fact
+    [cli] = [queue for queue in ojs_json("queues") if queue["name"] == "mail"]
+    assert cli["estimated_drain_seconds"] is None
+    page = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
+    assert "does not drain: paused" in page and "drains in" not in page
+
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    assert 'ojs_queue_paused{queue="mail"} 1.0' in text
+    assert 'ojs_queue_drain_seconds{queue="mail"}' not in text
+
+
+def test_past_the_metrics_queue_bound_the_queues_with_waiting_jobs_keep_their_gauges(push, client, ojs, monkeypatch):
+    from django_ojs.models import Queue
+    from django_ojs.observe import metrics
+
+    pytest.importorskip("prometheus_client")
+    monkeypatch.setattr(metrics, "MAX_QUEUES", 3)
+    for name in ("aa", "ab", "ac", "ad"):
+        Queue.objects.create(name=name)
+    push(options={"queue": "zz"})  # named last, and the only one with work
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    assert 'ojs_queue_oldest_available_age_seconds{queue="zz"}' in text
+    assert [name for name in ("aa", "ab", "ac", "ad") if f'ojs_queue_paused{{queue="{name}"}}' in text] == ["aa", "ab"]
+    assert "ojs_queues_unreported 2.0" in text

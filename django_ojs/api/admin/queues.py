@@ -47,8 +47,11 @@ def render_queue(queue: Queue, figures: QueueFigures) -> dict[str, Any]:
         },
         "oldest_available_at": format_timestamp(figures.oldest_available_at),
         # Autoscaling signals (the metrics ojs_queue_oldest_available_age_seconds, ojs_queue_drain_seconds):
-        # 0 when none waits; the estimate null while jobs wait and none finished in the last 5 minutes.
+        # 0 when none waits; the estimate null while jobs wait and none finished in the last 5 minutes,
+        # or the queue is paused.
         "oldest_available_age_seconds": figures.oldest_available_age_seconds,
+        # False past QUEUE_HEAD_ROWS available jobs: the oldest among the next ones FETCH takes, a lower bound.
+        "oldest_available_exact": figures.oldest_exact,
         "estimated_drain_seconds": figures.estimated_drain_seconds,
         "created_at": format_timestamp(queue.created_at),
     }

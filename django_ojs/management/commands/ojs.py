@@ -28,8 +28,8 @@ from ...protocol.errors import OJSError
 NOT_CONFIRMED = 3
 PARTIAL = 4
 JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type", "kept")
-QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "processed_per_minute", "failed_per_minute",
-                 "oldest_available_age_seconds", "estimated_drain_seconds", "limits")
+QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "throughput", "oldest_available_age_seconds",
+                 "estimated_drain_seconds", "limits")
 WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "active_jobs", "last_heartbeat_at")
 BULK_HELP = {
     "retry": "retry failed (discarded) jobs, dead letters and plain discards: back to available with fresh attempts",
