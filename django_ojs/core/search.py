@@ -26,6 +26,7 @@ difference: an array nested inside an argument must match exactly.
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from typing import Any
@@ -36,6 +37,7 @@ from django.db.models.expressions import RawSQL
 
 from ..conf import ojs_settings
 from ..models import Job
+from ..protocol.envelope import UNSTORABLE
 from ..protocol.errors import InvalidRequest
 
 HELP_TEXT = (
@@ -55,6 +57,8 @@ def job_search(term: str) -> Q | None:
     term = term.strip()
     if not term:
         return None
+    if UNSTORABLE.search(term):
+        raise InvalidRequest("the search holds a NUL character or an unpaired surrogate", field="search")
     try:
         return Q(id=uuid.UUID(term))
     except ValueError:
@@ -100,21 +104,45 @@ def args_contain(fragment: Any) -> Q:
 
 def _parse_fragment(text: str) -> Any:
     try:
-        return json.loads(text)
+        return _storable_json(text)
     except ValueError as exc:
-        raise InvalidRequest(f"args:{text} is not JSON: {exc}", field="search") from None
+        raise InvalidRequest(f"args:{text} is not JSON a job could hold: {exc}", field="search") from None
 
 
 def _spellings(value: str) -> list[Any]:
     """``value`` as a string, and as the JSON scalar it spells if it spells one ("42", "true")."""
     candidates: list[Any] = [value]
     try:
-        parsed = json.loads(value)
+        parsed = _storable_json(value)
     except ValueError:
         return candidates
     if parsed != value and (parsed is None or isinstance(parsed, (int, float, bool))):
         candidates.append(parsed)
     return candidates
+
+
+def _storable_json(text: str) -> Any:
+    """``text`` as JSON that PostgreSQL's jsonb takes (and so a job could hold): Python's parser also
+    reads NaN and Infinity, a number past a float's range (``1e999``) and escapes of a NUL or a lone
+    surrogate, each of which the database refuses with an error (a 500); ``ValueError`` instead."""
+    value = json.loads(text, parse_constant=_no_constant)
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("a number too large to represent")
+        elif isinstance(item, str) and UNSTORABLE.search(item):
+            raise ValueError("a NUL character or an unpaired surrogate")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _nest(path: list[str], value: Any) -> dict[str, Any]:

@@ -57,6 +57,22 @@ def test_meta_and_type_terms_still_work(jobs):
     assert found("mail.send") == set(jobs.values())
 
 
+@pytest.mark.parametrize("term", ["NaN", "Infinity", "-Infinity", "args.a=NaN", "args.0=Infinity", "tenant_id:NaN",
+                                  "args.a=1e999", "tenant_id:1e999"])
+def test_a_word_json_reads_but_no_job_can_hold_is_searched_as_text(jobs, term):
+    """Python's JSON reads NaN, Infinity and 1e999 (as infinity); PostgreSQL's jsonb refuses them,
+    and a search that spelled them as numbers was a 500. They are words: searched as text."""
+    assert found(term) == set()
+
+
+@pytest.mark.parametrize("term", ["args:[NaN]", "args:-Infinity", "args:1e999", 'args:{"a": 1e999}',
+                                  'args:["\\u0000"]', 'args:["\\ud800"]', "mail\x00send", "\ud800"])
+def test_a_fragment_or_term_no_job_could_hold_is_refused(db, term):
+    with pytest.raises(InvalidRequest) as refused:
+        found(term)
+    assert refused.value.details["field"] == "search"
+
+
 def test_a_malformed_fragment_is_refused_with_a_clear_message(db):
     with pytest.raises(InvalidRequest, match="is not JSON"):
         job_search("args:{oops")
