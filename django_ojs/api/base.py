@@ -40,6 +40,23 @@ def check_version(meta: Any) -> None:
         )
 
 
+class LengthRequired(InvalidRequest):
+    """A body sent in chunks, without a Content-Length: Django's WSGI request reads a body by its
+    Content-Length, so it would be taken as empty -- a PUT of a configuration answered 200 having
+    changed nothing. Refused instead, as HTTP's 411."""
+
+    http_status = 411
+
+
+def check_length(method: str, meta: Any) -> None:
+    """Refuse a body announced by Transfer-Encoding without a Content-Length (``LengthRequired``)."""
+    if method not in ("GET", "HEAD", "OPTIONS") and meta.get("HTTP_TRANSFER_ENCODING") and not meta.get("CONTENT_LENGTH"):
+        raise LengthRequired(
+            "the request body was sent in chunks (Transfer-Encoding) without a Content-Length, which this server "
+            "does not read; send it with a Content-Length", hint="Send the body with a Content-Length header.",
+        )
+
+
 def check_query(params: Any) -> None:
     """Refuse a query string (a QueryDict) with a NUL: it would reach the database driver, which refuses it (a 500)."""
     for name, values in params.lists():
@@ -93,6 +110,7 @@ class OJSView(APIView):
         if method not in self.http_method_names or not hasattr(self, method):
             self.http_method_not_allowed(request)
         check_version(request.META)
+        check_length(request.method, request.META)
         super().initial(request, *args, **kwargs)
         check_query(request.query_params)
         if request.method == "POST":

@@ -160,7 +160,7 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
         )
         code, details, hint, retryable = "backend_error", {}, None, True
     body = error_body(code, message, request_id, retryable=retryable, details=details, hint=hint)
-    return body, STATUS.get(code, 400), headers
+    return body, getattr(exc, "http_status", None) or STATUS.get(code, 400), headers
 
 
 def json_error(code: str, message: str, status: int) -> JsonResponse:

@@ -35,7 +35,16 @@ from rest_framework import exceptions
 
 from ..conf import ojs_settings
 from .auth import ApiKeyAuthentication, ApiKeyUser, HasScope, authenticated_key, check_scope
-from .base import OJS_VERSION, AnsweringView, Reply, check_query, check_version, json_object, request_id_of
+from .base import (
+    OJS_VERSION,
+    AnsweringView,
+    Reply,
+    check_length,
+    check_query,
+    check_version,
+    json_object,
+    request_id_of,
+)
 from .errors import error_reply
 from .media import render_json
 
@@ -70,6 +79,7 @@ class LeanPost:
         try:
             # In the order OJSView.initial checks them.
             check_version(request.META)
+            check_length("POST", request.META)
             key = authenticated_key(request.META)
             # As DRF leaves it on the request, for whatever reads request.user after the view.
             request.user = ApiKeyUser(key) if key is not None else AnonymousUser()  # type: ignore[assignment]

@@ -135,3 +135,29 @@ def test_get_head_and_delete_do_not_wait_for_an_announced_body(wire):
         assert status == expected, (method, path, body[:300])
         assert headers["content-type"] == MEDIA_TYPE
     assert Job.objects.get(id=job_id).state == "cancelled"
+
+
+def _chunked(method: str, path: str, body: dict, *, key: str) -> bytes:
+    """A request whose body comes in chunks (Transfer-Encoding), with no Content-Length."""
+    data = json.dumps(body).encode()
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Type: {MEDIA_TYPE}",
+             "Transfer-Encoding: chunked", f"Authorization: Bearer {key}", "Connection: close"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n"
+
+
+def test_a_body_sent_in_chunks_is_refused_with_411_and_changes_nothing(wire):
+    """Django reads a body by its Content-Length: a chunked one was taken as empty, and a PUT of a
+    queue's configuration answered 200 having changed nothing but its update time."""
+    from django_ojs.models import Event, Queue
+
+    wire.send("PUT", "/ojs/v1/admin/queues/mail/config", {"concurrency": 7})
+    before = (Queue.objects.get(name="mail").updated_at, Event.objects.count(), Job.objects.count())
+    for method, path, body in [("PUT", "/ojs/v1/admin/queues/mail/config", {"concurrency": 42}),
+                               ("POST", "/ojs/v1/jobs", {"type": "a", "args": []}),
+                               ("POST", "/ojs/v1/workers/ack/batch", {"acks": [{"job_id": "x"}]})]:
+        status, headers, answer = _parse_raw(wire.raw(_chunked(method, path, body, key=wire.key)))
+        assert status == 411, (method, path, answer[:300])
+        assert headers["content-type"] == MEDIA_TYPE
+        assert "Content-Length" in json.loads(answer)["error"]["message"]
+    assert Queue.objects.get(name="mail").concurrency == 7
+    assert (Queue.objects.get(name="mail").updated_at, Event.objects.count(), Job.objects.count()) == before
