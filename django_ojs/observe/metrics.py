@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import collections
 import os
+import threading
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -106,8 +107,28 @@ _RECOVERIES = {"worker_death", "visibility_timeout", "timeout"}
 
 # Each metric's children by label values, as ``labels()`` returns them: that
 # call validates and builds its key under a lock every time, twice per job or
-# more. Bounded as the labels are (queues × types × states).
+# more. Bounded as the labels are (queues × types × states, each bounded below).
 _children: dict[tuple[Any, ...], Any] = {}
+
+# Queue names and job types are the clients' to choose: one key with the enqueue scope pushed
+# 10,000 types in two seconds, and each became series in every counter, kept for the process's
+# life (5.5 MB a scrape). A process labels at most this many of each; later ones count as OTHER.
+MAX_LABEL_VALUES = 1000
+OTHER = "_other"
+_labelled: dict[str, set[str]] = {"queue": set(), "type": set()}
+_labelled_lock = threading.Lock()
+
+
+def _label(kind: str, value: str) -> str:
+    """``value`` as the label of a queue or job type: itself, or ``OTHER`` past ``MAX_LABEL_VALUES``."""
+    seen = _labelled[kind]
+    if value in seen:
+        return value
+    with _labelled_lock:
+        if len(seen) >= MAX_LABEL_VALUES:
+            return OTHER
+        seen.add(value)
+    return value
 
 
 def _child(metric: Any, *labels: str) -> Any:
@@ -126,8 +147,8 @@ def count_event(event: Any) -> None:
     data = event.data or {}
     if counter is ENQUEUED and data.get("attempt"):
         return  # back in its queue for another attempt (retry, release, recovery): not a new job
-    queue = event.queue or data.get("queue") or ""
-    _child(counter, queue, data.get("job_type", "")).inc()
+    queue = _label("queue", event.queue or data.get("queue") or "")
+    _child(counter, queue, _label("type", data.get("job_type", ""))).inc()
     if event.type == "job.failed":
         kind = (data.get("error") or {}).get("type")
         if kind in _RECOVERIES:
@@ -154,7 +175,7 @@ class _Counting:
         for pair in pairs:
             tally[pair] = tally.get(pair, 0) + 1
         for (queue, job_type), many in tally.items():
-            _child(counter, queue, job_type).inc(many)
+            _child(counter, _label("queue", queue), _label("type", job_type)).inc(many)
 
 
     def measure(self, name: str, labels: tuple[str, ...], amount: float) -> None:
@@ -188,7 +209,9 @@ def observe_execution(job: Any, state: str, seconds: float) -> None:
     key = (job.queue, job.type, state)
     children = _execution_children.get(key)
     if children is None:
-        children = _execution_children[key] = (_child(DURATION, *key), _child(QUEUE_TIME, job.queue, job.type))
+        queue, job_type = _label("queue", job.queue), _label("type", job.type)
+        children = _execution_children[key] = (_child(DURATION, queue, job_type, state),
+                                               _child(QUEUE_TIME, queue, job_type))
     _observed.append((children[0], seconds))
     if job.attempt == 1 and job.started_at and job.enqueued_at:
         waited = (job.started_at - job.enqueued_at).total_seconds()

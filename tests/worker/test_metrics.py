@@ -89,3 +89,24 @@ def test_a_scrape_counts_what_real_workers_did(worker, reaper, monkeypatch, tmp_
     assert value(samples, "ojs_workers_active") == 2
     assert value(samples, "ojs_workers", state="running") == 2
     assert json.dumps(sorted({name for name, _ in samples}))  # every family parsed
+
+
+def test_job_types_past_the_label_bound_count_as_other(transactional_db, monkeypatch):
+    """Job types are the clients' to choose: each new one was new series in every counter, for the
+    life of the process. Past MAX_LABEL_VALUES a process counts them under one label."""
+    from django_ojs.observe.metrics import MAX_LABEL_VALUES, OTHER
+
+    monkeypatch.setenv("OJS_METRICS", "true")
+    _, key = ApiKey.objects.issue("scraper", ["admin"])
+    with serving(key) as wire:
+        kinds = [f"probe.kind{index}" for index in range(MAX_LABEL_VALUES + 200)]
+        for start in range(0, len(kinds), 500):
+            status, _, body = wire.send("POST", "/ojs/v1/jobs/batch", {"jobs": [
+                {"type": kind, "args": [], "options": {"queue": "labels"}} for kind in kinds[start:start + 500]]})
+            assert status == 201, body[:300]
+        samples = scrape(wire)
+    enqueued = {dict(labels)["type"]: count for (name, labels), count in samples.items()
+                if name == "ojs_job_enqueued_total" and dict(labels).get("queue") == "labels"}
+    assert len(enqueued) <= MAX_LABEL_VALUES + 1
+    assert enqueued[OTHER] >= 200
+    assert sum(enqueued.values()) == len(kinds)  # every job counted, under its type or OTHER
