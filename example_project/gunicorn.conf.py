@@ -74,6 +74,12 @@ timeout = 30
 # sleep).
 graceful_timeout = 30
 
+# The longest request line gunicorn reads (its maximum; its default is 4094 bytes): the
+# admin API's job searches (up to 1,000 characters, each up to 6 bytes once
+# percent-encoded) and cursors make longer URLs, and gunicorn refuses a longer line
+# itself, with an HTML 414 instead of the API's error body.
+limit_request_line = 8190
+
 # No periodic restart of processes (gunicorn's default, max_requests = 0): a
 # process that restarts closes its kept-alive connections, each a chance for a
 # client's request to meet a closed connection.

@@ -176,14 +176,17 @@ def parse_job_limit(value: Any, where: str, *, queue: str) -> Limit | None:
 def parse_limit_fields(value: Mapping[str, Any], where: str, *, key: str) -> Limit:
     """``concurrency``, ``rate`` and ``throttle`` of a job policy, a queue's
     configuration or an override; each may be null (unlimited)."""
+    def at(name: str) -> str:  # the field's path, from the top of the body when ``where`` is ""
+        return f"{where}.{name}" if where else name
+
     concurrency = None
     if value.get("concurrency") is not None:
-        concurrency = _count(value["concurrency"], f"{where}.concurrency", minimum=0)
+        concurrency = _count(value["concurrency"], at("concurrency"), minimum=0)
     return Limit(
         key=key,
         concurrency=concurrency,
-        rate=parse_window(value.get("rate"), f"{where}.rate"),
-        throttle=parse_window(value.get("throttle"), f"{where}.throttle"),
+        rate=parse_window(value.get("rate"), at("rate")),
+        throttle=parse_window(value.get("throttle"), at("throttle")),
     )
 
 

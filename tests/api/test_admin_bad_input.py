@@ -98,7 +98,7 @@ CASES: list[tuple[str, str, str, Any, int, str | None]] = [
     # bodies
     ("a config body that is no JSON", "PUT", "/queues/mail/config", "{concurrency: 2", 400, None),
     ("a config body that is a list", "PUT", "/queues/mail/config", "[]", 400, None),
-    ("a negative concurrency", "PUT", "/queues/mail/config", {"concurrency": -1}, 400, None),
+    ("a negative concurrency", "PUT", "/queues/mail/config", {"concurrency": -1}, 400, "concurrency"),
     ("a retention of its own", "PUT", "/queues/mail/config", {"retention": {"completed": "P14D"}}, 400,
      "retention"),
     ("an unknown config field", "PUT", "/queues/mail/config", {"colour": "red"}, 400, None),

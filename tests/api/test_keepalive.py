@@ -178,3 +178,15 @@ def test_a_pooled_client_keeps_its_connections_across_idle_gaps(transactional_db
     within_expiry = sum(gap < HTTPX_POOL_EXPIRY for index in range(ROUNDS) for gap in gaps_of(index))
     assert outcome.reused >= within_expiry
     assert Job.objects.filter(type="keepalive.probe", state="completed").count() == ROUNDS
+
+
+def test_the_production_config_reads_the_longest_search_the_admin_api_takes(transactional_db):
+    """A search of 1,000 characters, each 6 bytes percent-encoded: past gunicorn's default request
+    line (4094 bytes), which gunicorn refuses itself in HTML; within the config's, an API answer."""
+    from urllib.parse import quote
+
+    _, key = ApiKey.objects.issue("long-lines", ["admin"])
+    with serving(key, workers=1, config=CONFIG) as wire:
+        status, headers, body = wire.send("GET", "/ojs/v1/admin/jobs?search=" + quote("é" * 999 + "x"))
+    assert len(quote("é" * 999 + "x")) > 4094
+    assert (status, headers["Content-Type"]) == (200, "application/openjobspec+json"), body[:300]
