@@ -29,6 +29,14 @@ def ojs_json(*args: str):
     return json.loads(out.getvalue())
 
 
+def scraped(client, ojs) -> str:
+    """The metrics as a scrape reads them, with the metrics on (skipped without prometheus_client)."""
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+    return client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+
+
 @pytest.fixture
 def fleet(claim, push):
     """A running worker holding a job, a dead one whose job was recovered, a draining one
@@ -63,10 +71,7 @@ def test_every_surface_says_the_same_state_and_held_jobs_of_each_worker(fleet, a
     assert "1 job still running" in cells["w-going"]["reported_state"]
     assert "ojs-worker-draining" in cells["w-going"]["reported_state"]  # calm, not the alarm's red
 
-    pytest.importorskip("prometheus_client")
-    ojs(METRICS=True)
-    _, key = ApiKey.objects.issue("scraper", ["read"])
-    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    text = scraped(client, ojs)
     for state in ("running", "dead", "draining"):
         assert f'ojs_workers{{state="{state}"}} 1.0' in text
     assert 'ojs_workers_active 2.0' in text
@@ -82,10 +87,7 @@ def test_every_surface_names_the_jobs_no_running_worker_can_run(fleet, admin_cli
     page = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
     assert "2 job(s) of type report.new on queue default that no running worker can handle" in page
 
-    pytest.importorskip("prometheus_client")
-    ojs(METRICS=True)
-    _, key = ApiKey.objects.issue("scraper", ["read"])
-    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    text = scraped(client, ojs)
     assert 'ojs_jobs_unrunnable{queue="default",type="report.new"} 2.0' in text
 
 
@@ -117,14 +119,11 @@ def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, ad
     assert cells["mail"] == "drains in " + human_duration(dt.timedelta(seconds=600))
     assert "no rate" in cells["sms"]
 
-    pytest.importorskip("prometheus_client")
-    ojs(METRICS=True)
-    _, key = ApiKey.objects.issue("scraper", ["read"])
-    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    text = scraped(client, ojs)
     assert 'ojs_queue_drain_seconds{queue="mail"} 600.0' in text
     assert 'ojs_queue_drain_seconds{queue="sms"}' not in text
-    scraped = float(re.search(r'ojs_queue_oldest_available_age_seconds\{queue="mail"\} ([0-9.]+)', text).group(1))
-    assert abs(scraped - age) < 60
+    scraped_age = float(re.search(r'ojs_queue_oldest_available_age_seconds\{queue="mail"\} ([0-9.]+)', text).group(1))
+    assert abs(scraped_age - age) < 60
 
 
 def test_every_surface_says_the_same_limits_bound_and_fairness_of_a_queue(push, api, admin_client):
@@ -185,10 +184,7 @@ def test_a_paused_queue_does_not_drain_on_any_surface(push, api, admin_client, c
     page = admin_client.get(reverse("admin:django_ojs_queue_changelist")).content.decode()
     assert "does not drain: paused" in page and "drains in" not in page
 
-    pytest.importorskip("prometheus_client")
-    ojs(METRICS=True)
-    _, key = ApiKey.objects.issue("scraper", ["read"])
-    text = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    text = scraped(client, ojs)
     assert 'ojs_queue_paused{queue="mail"} 1.0' in text
     assert 'ojs_queue_drain_seconds{queue="mail"}' not in text
 

@@ -266,19 +266,21 @@ def cancelled_and_held(job_id: Any) -> tuple[threading.Thread, threading.Event]:
     return canceller, release
 
 
+def a_lock_waits(cursor: Any) -> bool:
+    """Does some transaction on this database wait for a lock?"""
+    # A wait on a row is a wait on its holder's transaction id: a lock of no database.
+    cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
+                   "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())")
+    return cursor.fetchone()[0] > 0
+
+
 def release_once_a_lock_waits(release: threading.Event) -> None:
     """Set ``release`` from a thread of its own once some transaction waits for a lock on this database."""
 
     def watch() -> None:
         try:
             with connection.cursor() as cursor:
-                def waiting() -> bool:
-                    # A wait on a row is a wait on its holder's transaction id: a lock of no database.
-                    cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
-                                   "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())")
-                    return cursor.fetchone()[0] > 0
-
-                wait_until(waiting, 30, "a transaction to wait on the held row")
+                wait_until(lambda: a_lock_waits(cursor), 30, "a transaction to wait on the held row")
             release.set()
         finally:
             connections.close_all()
@@ -731,12 +733,7 @@ def test_a_copy_batch_behind_a_held_row_lets_go_of_the_rows_it_locked_a_try_and_
         # Once the batch waits for the held row with the rows before it locked, ACK those, each
         # under a statement timeout of 1 s: one that waits for the batch longer fails the test.
         with connection.cursor() as cursor:
-            def waiting() -> bool:
-                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid IN "
-                               "(SELECT pid FROM pg_stat_activity WHERE datname = current_database())")
-                return cursor.fetchone()[0] > 0
-
-            wait_until(waiting, 30, "the copy batch to wait on the held row")
+            wait_until(lambda: a_lock_waits(cursor), 30, "the copy batch to wait on the held row")
             cursor.execute("SET statement_timeout = '1s'")
         try:
             for job in claimed:
