@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
 from ..models import (
     CronJob,
@@ -28,6 +28,9 @@ from .maintenance import promote_due
 from .queue_settings import forget
 
 PROMOTE_BATCH = 500
+# A reset that PostgreSQL aborted as one side of a deadlock is run again, up to this many times.
+RESET_TRIES = 5
+DEADLOCK_DETECTED = "40P01"
 
 
 def reset_store() -> None:
@@ -37,6 +40,20 @@ def reset_store() -> None:
     Queue rows stay: processes remember which queues have rows. Other
     processes may keep a queue's old configuration for ``QUEUE_CONFIG_TTL``.
     """
+    for attempt in range(RESET_TRIES):
+        try:
+            _empty_store()
+            break
+        except OperationalError as exc:
+            # TRUNCATE takes its tables' locks one after another, and a reaper reading two of them
+            # at that moment can hold one the TRUNCATE waits for while waiting for one it holds:
+            # PostgreSQL aborts one of the two. The reset is then run again.
+            if getattr(exc.__cause__, "sqlstate", None) != DEADLOCK_DETECTED or attempt == RESET_TRIES - 1:
+                raise
+    forget()
+
+
+def _empty_store() -> None:
     emptied = (JobError, JobStep, Job, WorkflowNode, Workflow, Worker, CronJob, Event, RateLimitStart, RateLimitOverride)
     tables = [model._meta.db_table for model in emptied]
     with transaction.atomic():
@@ -50,7 +67,6 @@ def reset_store() -> None:
             paused=False, paused_at=None, concurrency=None, rate_limit=None, throttle=None, max_size=None,
             overflow_policy="reject",
         )
-    forget()
 
 
 # -- django_ojs.testing: run jobs in the test's own process ---------------------------------
