@@ -41,22 +41,24 @@ def retried(operation: Callable[[], T]) -> T:
     meets a moved row; at most ``ATTEMPTS`` times. In a caller's transaction, once."""
     if connection.in_atomic_block:
         return operation()
-    for attempt in range(ATTEMPTS):
-        try:
-            return operation()
-        except OperationalError as exc:
-            if not is_row_moved(exc) or attempt == ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+    return _tries(operation)
 
 
 def retried_in_savepoint(operation: Callable[[], T]) -> T:
     """``retried`` for a step of a caller's transaction: each try in a savepoint of its own, so
     a try that meets a moved row is undone alone and the transaction goes on."""
+
+    def in_savepoint() -> T:
+        with transaction.atomic():
+            return operation()
+
+    return _tries(in_savepoint)
+
+
+def _tries(operation: Callable[[], T]) -> T:
     for attempt in range(ATTEMPTS):
         try:
-            with transaction.atomic():
-                return operation()
+            return operation()
         except OperationalError as exc:
             if not is_row_moved(exc) or attempt == ATTEMPTS - 1:
                 raise
