@@ -10,16 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..protocol.errors import InvalidRequest, Unsupported
+from ..protocol.storable import check_storable, check_string
 from .auth import ApiKeyAuthentication, HasScope
 from .errors import OJS_VERSION, exception_handler, new_request_id
-from .media import (
-    OJSContentNegotiation,
-    OJSParser,
-    OJSRenderer,
-    PlainJSONParser,
-    check_storable,
-    check_string,
-)
+from .media import OJSContentNegotiation, OJSParser, OJSRenderer, PlainJSONParser
 
 _CLIENT_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 

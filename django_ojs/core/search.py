@@ -26,7 +26,6 @@ difference: an array nested inside an argument must match exactly.
 from __future__ import annotations
 
 import json
-import math
 import re
 import uuid
 from typing import Any
@@ -37,8 +36,8 @@ from django.db.models.expressions import RawSQL
 
 from ..conf import ojs_settings
 from ..models import Job
-from ..protocol.envelope import UNSTORABLE
-from ..protocol.errors import InvalidRequest
+from ..protocol.errors import InvalidRequest, OJSError
+from ..protocol.storable import UNSTORABLE, check_storable, reject_constant
 
 HELP_TEXT = (
     "A job id, an exact type (email.send), a tenant or correlation id, any meta entry as key:value, "
@@ -105,7 +104,7 @@ def args_contain(fragment: Any) -> Q:
 def _parse_fragment(text: str) -> Any:
     try:
         return _storable_json(text)
-    except ValueError as exc:
+    except (ValueError, OJSError) as exc:
         raise InvalidRequest(f"args:{text} is not JSON a job could hold: {exc}", field="search") from None
 
 
@@ -114,7 +113,7 @@ def _spellings(value: str) -> list[Any]:
     candidates: list[Any] = [value]
     try:
         parsed = _storable_json(value)
-    except ValueError:
+    except (ValueError, OJSError):
         return candidates
     if parsed != value and (parsed is None or isinstance(parsed, (int, float, bool))):
         candidates.append(parsed)
@@ -122,27 +121,12 @@ def _spellings(value: str) -> list[Any]:
 
 
 def _storable_json(text: str) -> Any:
-    """``text`` as JSON that PostgreSQL's jsonb takes (and so a job could hold): Python's parser also
-    reads NaN and Infinity, a number past a float's range (``1e999``) and escapes of a NUL or a lone
-    surrogate, each of which the database refuses with an error (a 500); ``ValueError`` instead."""
-    value = json.loads(text, parse_constant=_no_constant)
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise ValueError("a number too large to represent")
-        elif isinstance(item, str) and UNSTORABLE.search(item):
-            raise ValueError("a NUL character or an unpaired surrogate")
+    """``text`` as JSON a job could hold: Python's parser also reads NaN and Infinity, a number past a
+    float's range (``1e999``) and escapes of a NUL or a lone surrogate, each of which PostgreSQL's
+    jsonb refuses with an error (a 500). ``ValueError`` (no JSON) or ``OJSError`` (unstorable) instead."""
+    value = json.loads(text, parse_constant=reject_constant)
+    check_storable(value, where="search")
     return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _nest(path: list[str], value: Any) -> dict[str, Any]:

@@ -40,9 +40,6 @@ MAX_QUEUE_LENGTH = 128
 PRIORITY_RANGE = (-100, 100)
 NAMED_PRIORITIES = {"high": 10, "normal": 0, "low": -10}  # ojs-core §5.2
 MAX_JSON_DEPTH = 32  # ojs-json-format §13.5
-# JSON allows these in strings; neither PostgreSQL's text (NUL) nor UTF-8 (an unpaired
-# surrogate) can store them: refused wherever a string is kept.
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 # Attributes the server sets; a client's values are ignored (ojs-core §5.3).
 SYSTEM_ATTRIBUTES = frozenset(

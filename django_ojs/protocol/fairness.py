@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .envelope import UNSTORABLE
 from .errors import InvalidRequest
+from .storable import UNSTORABLE
 
 # meta.<name> | args.<index>[.<name>]: a name as the envelope's meta keys are written.
 PATH_PATTERN = re.compile(r"(?:meta\.[A-Za-z0-9_-]{1,64}|args\.(?:0|[1-9][0-9]{0,2})(?:\.[A-Za-z0-9_-]{1,64})?)")

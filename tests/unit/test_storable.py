@@ -1,4 +1,4 @@
-"""What the HTTP door refuses to store: django_ojs.api.media.check_storable (pure, property-tested)."""
+"""What the HTTP door and the job search refuse to store: django_ojs.protocol.storable.check_storable (pure, property-tested)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_ojs.api.media import MAX_BODY_DEPTH, check_storable
 from django_ojs.protocol.errors import InvalidPayload, InvalidRequest, PayloadTooLarge
+from django_ojs.protocol.storable import MAX_BODY_DEPTH, check_storable
 
 STORABLE_TEXT = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
 JSON = st.recursive(

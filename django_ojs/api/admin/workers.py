@@ -22,7 +22,7 @@ from ...models import Job, Worker
 from ...protocol.durations import format_timestamp
 from ...protocol.errors import Conflict, NotFound
 from ...protocol.states import JobState, WorkerState
-from ..media import check_string
+from ...protocol.storable import check_string
 from .base import AdminView
 from .jobs import listed, render_listed
 from .paging import page_of
