@@ -265,8 +265,9 @@ class StoreCollector:
                                 "Age of the oldest available job per queue (0 when none waits).", labels=["queue"])
         drain = GaugeMetricFamily(
             "ojs_queue_drain_seconds",
-            "Estimated seconds to finish the available jobs per queue at the last 5 minutes' rate of jobs "
-            "finished (0 when none waits; no sample while jobs wait and none finished, or the queue is paused).",
+            "Estimated seconds to finish the available jobs per queue at the recent rate of jobs finished "
+            "(the last 5 minutes, or since the queue's first finish in them; 0 when none waits; no sample while "
+            "jobs wait and none finished, or the queue is paused).",
             labels=["queue"],
         )
         paused = GaugeMetricFamily("ojs_queue_paused", "1 while the queue is paused (it hands out no job), else 0.",
