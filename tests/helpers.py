@@ -136,6 +136,15 @@ def row_held(job: Job, patience: float) -> Iterator[threading.Thread]:
         holder.join(patience)
 
 
+def pg_session(**options: Any) -> Any:
+    """A connection of its own to the PostgreSQL test database, outside Django (psycopg's options)."""
+    import psycopg  # PostgreSQL's driver: the SQLite runs never call this
+
+    db = connections["default"].settings_dict
+    return psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
+                           user=db["USER"] or None, password=db["PASSWORD"] or None, **options)
+
+
 def live_index(name: str) -> str:
     """A model index's name on the database: on a partitioned job table (core/partitions.py) the
     live partition's copy is ``<name>_live``."""

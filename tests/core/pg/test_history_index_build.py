@@ -30,6 +30,7 @@ from django_ojs.protocol.envelope import parse_job
 from tests.bench.fill import fill
 from tests.core.pg import test_history_indexes as index_tests
 from tests.core.pg import test_partitions as partition_tests
+from tests.helpers import pg_session
 from tests.waiting import PATIENCE, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -38,13 +39,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 history = index_tests.history
 # The job table as one plain table, as before migration 0024; partitioned again after.
 plain_table = partition_tests.plain_table
-
-
-def session(**options: Any) -> psycopg.Connection:
-    """A connection of its own to the test database, outside Django."""
-    db = connections["default"].settings_dict
-    return psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-                           user=db["USER"] or None, **options)
 
 
 def expected_indexes() -> dict[str, str | None]:
@@ -108,7 +102,7 @@ def migrate_cancelled_in_a_concurrent_build() -> str:
             )
             return cursor.fetchone()
 
-    holder = session()
+    holder = pg_session()
     deployer = threading.Thread(target=deploy, daemon=True)
     try:
         holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ

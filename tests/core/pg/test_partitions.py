@@ -28,7 +28,7 @@ from django_ojs.protocol.errors import InvalidTransition
 from django_ojs.protocol.failure import Failure
 from tests.bench.fill import fill
 from tests.core.pg.test_query_plans import captured, plan_of
-from tests.helpers import update
+from tests.helpers import pg_session, update
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -81,9 +81,7 @@ def test_a_job_retried_from_the_dead_letter_wakes_the_workers_of_its_queue(push)
     job = push(type="a.b", queue="wake")
     [claimed] = Job.objects.fetch(["wake"], worker_id="w1")
     Job.objects.fail(claimed.id, Failure(type="Boom", message="no", retryable=False))
-    db = connections["default"].settings_dict
-    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-                         user=db["USER"] or None, autocommit=True) as listener:
+    with pg_session(autocommit=True) as listener:
         listener.execute("LISTEN ojs_available")
         Job.objects.resurrect(job.id)
         heard = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
@@ -126,9 +124,7 @@ def test_prepared_statements_still_prune_to_the_live_partition(claim):
     """A generic plan (as PgBouncer-safe sessions force, core/pg/prepared.py) prunes at plan time:
     the states are constants in the statement, not parameters."""
     job = claim("w1")
-    db = connections["default"].settings_dict
-    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-                         user=db["USER"] or None, autocommit=True) as conn:
+    with pg_session(autocommit=True) as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute(
             "PREPARE partition_ack(uuid) AS UPDATE django_ojs_job SET state = 'completed', finished_at = now() "
@@ -520,9 +516,7 @@ def test_a_history_partition_an_operator_holds_never_holds_the_reaper(push, clai
     nacked = claim("w2")
     with connection.cursor() as cursor:
         leaf = next(p.name for p in partitions.day_partitions(cursor) if p.state == "completed" and p.start)
-    db = connections["default"].settings_dict
-    with psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-                         user=db["USER"] or None) as holder:
+    with pg_session() as holder:
         holder.execute(f"LOCK TABLE {leaf} IN ACCESS EXCLUSIVE MODE")
 
         def reaper_tick() -> None:
@@ -557,9 +551,7 @@ class Report:
     its ``query``, one that ran that and stays open with what it locked."""
 
     def __init__(self, query: str = "SELECT count(*) FROM django_ojs_job") -> None:
-        db = connections["default"].settings_dict
-        self.connection = psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-                                          user=db["USER"] or None)
+        self.connection = pg_session()
         self.connection.execute(query)
         self.pid = self.connection.info.backend_pid
 

@@ -8,11 +8,12 @@ import threading
 
 import psycopg
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from django_ojs.core.testing import reset_store
 from django_ojs.models import Event, Job
 from tests.core.pg.test_partitions import a_lock_waits
+from tests.helpers import pg_session
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -23,9 +24,7 @@ def test_a_reset_that_deadlocks_with_a_reader_of_two_of_its_tables_runs_again_an
     reading the jobs closes a cycle, and PostgreSQL aborts the reset, the first to wait. A case
     of the conformance run then met the jobs of the case before it."""
     push(type="a.b")
-    db = connections["default"].settings_dict
-    reader = psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-                             user=db["USER"] or None)
+    reader = pg_session()
     reader.execute(f"SELECT count(*) FROM {Event._meta.db_table}")  # holds the events, in its transaction
     outcome: list[BaseException | None] = []
 
