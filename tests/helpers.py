@@ -136,6 +136,31 @@ def row_held(job: Job, patience: float) -> Iterator[threading.Thread]:
         holder.join(patience)
 
 
+class Background:
+    """``work`` run in a thread of its own, started at once, its database connection closed when it
+    ends; ``raised`` is what it raised, if anything, once ``join`` has returned."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.raised: BaseException | None = None
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # the caller's to judge
+                self.raised = exc
+            finally:
+                connection.close()  # this thread's own
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+
+
 def pg_session(**options: Any) -> Any:
     """A connection of its own to the PostgreSQL test database, outside Django (psycopg's options)."""
     import psycopg  # PostgreSQL's driver: the SQLite runs never call this

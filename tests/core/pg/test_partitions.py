@@ -28,7 +28,7 @@ from django_ojs.protocol.errors import InvalidTransition
 from django_ojs.protocol.failure import Failure
 from tests.bench.fill import fill
 from tests.core.pg.test_query_plans import captured, plan_of
-from tests.helpers import pg_session, update
+from tests.helpers import Background, pg_session, update
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -622,20 +622,9 @@ def pushed_while_behind(report: Report, work: Any, push: Any) -> tuple[list[Any]
     holds the table, and push jobs meanwhile, each under a statement timeout of 1 s: a writer
     queued behind a longer wait fails the test. Then end the report. The jobs pushed (at least
     one), and what ``work`` raised."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # the caller's to judge
-            failed.append(exc)
-        finally:
-            connection.close()  # this thread's own
-
-    worker = threading.Thread(target=run, daemon=True)
     pushed = []
+    worker = Background(work)
     try:
-        worker.start()
         with connection.cursor() as cursor:
             cursor.execute("SET statement_timeout = '1s'")
         try:
@@ -648,7 +637,7 @@ def pushed_while_behind(report: Report, work: Any, push: Any) -> tuple[list[Any]
         report.end()
         worker.join(60)
     assert pushed
-    return pushed, failed[0] if failed else None
+    return pushed, worker.raised
 
 
 def test_the_swap_behind_a_long_query_holds_writers_a_moment_a_try_and_names_the_query(plain_table, push,
@@ -735,19 +724,8 @@ def test_a_copy_batch_behind_a_held_row_lets_go_of_the_rows_it_locked_a_try_and_
             with connection.cursor() as cursor:
                 cursor.execute("RESET statement_timeout")
 
-    failed: list[BaseException] = []
-
-    def copy() -> None:
-        try:
-            partition_migration.copy_batch(100)
-        except BaseException as exc:  # judged below
-            failed.append(exc)
-        finally:
-            connection.close()  # this thread's own
-
-    copier = threading.Thread(target=copy, daemon=True)
+    copier = Background(lambda: partition_migration.copy_batch(100))
     try:
-        copier.start()
         ack_meanwhile()
         copier.join(30)
         with pytest.raises(CommandError, match=f"held by pid {report.pid}"):  # the command says it, no traceback
@@ -755,7 +733,7 @@ def test_a_copy_batch_behind_a_held_row_lets_go_of_the_rows_it_locked_a_try_and_
     finally:
         report.end()
     assert acked == [job.id for job in claimed]
-    [error] = failed
+    error = copier.raised
     assert isinstance(error, partition_migration.MigrationError)
     assert f"held by pid {report.pid}" in str(error) and "SELECT seq FROM django_ojs_job" in str(error), error
     tries = [r.getMessage() for r in caplog.records if "copy the next batch" in r.getMessage()]

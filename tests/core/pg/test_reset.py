@@ -4,7 +4,6 @@ reaper that reads the tables it truncates, on real PostgreSQL with a second real
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import psycopg
 import pytest
@@ -13,7 +12,7 @@ from django.db import connection
 from django_ojs.core.testing import reset_store
 from django_ojs.models import Event, Job
 from tests.core.pg.test_partitions import a_lock_waits
-from tests.helpers import pg_session
+from tests.helpers import Background, pg_session
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -26,19 +25,7 @@ def test_a_reset_that_deadlocks_with_a_reader_of_two_of_its_tables_runs_again_an
     push(type="a.b")
     reader = pg_session()
     reader.execute(f"SELECT count(*) FROM {Event._meta.db_table}")  # holds the events, in its transaction
-    outcome: list[BaseException | None] = []
-
-    def reset() -> None:
-        try:
-            reset_store()
-            outcome.append(None)
-        except BaseException as exc:  # judged below
-            outcome.append(exc)
-        finally:
-            connection.close()
-
-    resetting = threading.Thread(target=reset)
-    resetting.start()
+    resetting = Background(reset_store)
     try:
         with connection.cursor() as cursor:
             wait_until(lambda: a_lock_waits(cursor), 30, "the reset to wait for the events")
@@ -49,5 +36,5 @@ def test_a_reset_that_deadlocks_with_a_reader_of_two_of_its_tables_runs_again_an
         reader.rollback()
         reader.close()
         resetting.join(60)
-    assert outcome == [None], outcome
+    assert not resetting.is_alive() and resetting.raised is None, resetting.raised
     assert not Job.objects.exists()
