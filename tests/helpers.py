@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 from django.db import connection, connections, transaction
 from django.forms.models import model_to_dict
 
@@ -163,8 +164,6 @@ class Background:
 
 def pg_session(**options: Any) -> Any:
     """A connection of its own to the PostgreSQL test database, outside Django (psycopg's options)."""
-    import psycopg  # PostgreSQL's driver: the SQLite runs never call this
-
     db = connections["default"].settings_dict
     return psycopg.connect(dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
                            user=db["USER"] or None, password=db["PASSWORD"] or None, **options)

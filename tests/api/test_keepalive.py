@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -183,8 +184,6 @@ def test_a_pooled_client_keeps_its_connections_across_idle_gaps(transactional_db
 def test_the_production_config_reads_the_longest_search_the_admin_api_takes(transactional_db):
     """A search of 1,000 characters, each 6 bytes percent-encoded: past gunicorn's default request
     line (4094 bytes), which gunicorn refuses itself in HTML; within the config's, an API answer."""
-    from urllib.parse import quote
-
     _, key = ApiKey.objects.issue("long-lines", ["admin"])
     with serving(key, workers=1, config=CONFIG) as wire:
         status, headers, body = wire.send("GET", "/ojs/v1/admin/jobs?search=" + quote("é" * 999 + "x"))

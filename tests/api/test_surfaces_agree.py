@@ -14,8 +14,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from django_ojs.admin.display import human_duration
+from django_ojs.core import queue_config, queues
 from django_ojs.core.types import HeldJob, WorkerInfo
-from django_ojs.models import ApiKey, Job, Worker
+from django_ojs.models import ApiKey, Job, Queue, Worker
 from tests.helpers import ago
 
 pytestmark = pytest.mark.django_db
@@ -127,8 +128,6 @@ def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, ad
 
 
 def test_every_surface_says_the_same_limits_bound_and_fairness_of_a_queue(push, api, admin_client):
-    from django_ojs.core import queue_config
-
     queue_config.update("mail", queue_config.parse_config(
         {"concurrency": 5, "rate_limit": {"limit": 60, "period": "PT1M"}, "max_size": 1000,
          "fairness_key": "meta.tenant", "fairness_weights": {"acme": 3}, "fairness_default_weight": 2}, "mail"))
@@ -166,8 +165,6 @@ def test_a_queue_that_started_working_a_moment_ago_is_judged_by_that_moment(push
 
 
 def test_a_paused_queue_does_not_drain_on_any_surface(push, api, admin_client, client, ojs):
-    from django_ojs.core import queues
-
     for _ in range(4):
         push(options={"queue": "mail"})
     Job.objects.filter(queue="mail").update(enqueued_at=ago(minutes=1))
@@ -190,7 +187,6 @@ def test_a_paused_queue_does_not_drain_on_any_surface(push, api, admin_client, c
 
 
 def test_past_the_metrics_queue_bound_the_queues_with_waiting_jobs_keep_their_gauges(push, client, ojs, monkeypatch):
-    from django_ojs.models import Queue
     from django_ojs.observe import metrics
 
     pytest.importorskip("prometheus_client")

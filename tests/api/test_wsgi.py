@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from django_ojs.models import Job
+from django_ojs.models import Event, Job, Queue
 
 MEDIA_TYPE = "application/openjobspec+json"
 
@@ -148,8 +148,6 @@ def _chunked(method: str, path: str, body: dict, *, key: str) -> bytes:
 def test_a_body_sent_in_chunks_is_refused_with_411_and_changes_nothing(wire):
     """Django reads a body by its Content-Length: a chunked one was taken as empty, and a PUT of a
     queue's configuration answered 200 having changed nothing but its update time."""
-    from django_ojs.models import Event, Queue
-
     wire.send("PUT", "/ojs/v1/admin/queues/mail/config", {"concurrency": 7})
     before = (Queue.objects.get(name="mail").updated_at, Event.objects.count(), Job.objects.count())
     for method, path, body in [("PUT", "/ojs/v1/admin/queues/mail/config", {"concurrency": 42}),

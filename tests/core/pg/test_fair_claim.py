@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import statistics
+import threading
 import time
 
 import pytest
@@ -18,7 +19,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_ojs.core import queue_settings
+from django_ojs.core import queue_config, queue_settings
 from django_ojs.models import Job, Queue
 from tests.helpers import live_index
 
@@ -122,10 +123,6 @@ def test_opt_in_a_key_change_on_a_hundred_thousand_waiting_jobs():
     """How long changing the key of a queue with 100,000 waiting jobs takes, and what FETCH of
     that queue gets meanwhile (the change rewrites the waiting jobs newest first, so the oldest,
     which FETCH takes, are locked last)."""
-    import threading
-
-    from django_ojs.core import queue_config
-
     fill("available", 100_000, queue="rekeyed", fair_key="'t' || (g %% 1000)")
     make_fair("rekeyed")
     Job.objects.filter(queue="rekeyed").update(args=["x"])  # where the new key points
