@@ -84,7 +84,8 @@ CHECKPOINT_SIZE = Histogram(
     "ojs_progress_checkpoint_size_bytes", "Size of the checkpoints stored with progress reports.",
     ("job_type",), buckets=CHECKPOINT_SIZE_BUCKETS,
 )
-_MEASURED = {"checkpoint_size_bytes": CHECKPOINT_SIZE}
+# Each measured metric and what its labels are, each bounded as a counter's (``_label``).
+_MEASURED = {"checkpoint_size_bytes": (CHECKPOINT_SIZE, ("type",))}
 QUEUE_TIME = Histogram(
     "ojs_job_queue_time_seconds", "Time from enqueue to the start of the attempt.", _LABELS, buckets=QUEUE_TIME_BUCKETS,
 )
@@ -180,9 +181,10 @@ class _Counting:
 
     def measure(self, name: str, labels: tuple[str, ...], amount: float) -> None:
         """A measurement committed in some transaction (a checkpoint's size)."""
-        metric = _MEASURED.get(name)
-        if metric is not None:
-            _child(metric, *labels).observe(amount)
+        measured = _MEASURED.get(name)
+        if measured is not None:
+            metric, kinds = measured
+            _child(metric, *(_label(kind, value) for kind, value in zip(kinds, labels, strict=True))).observe(amount)
 
 
 COUNTING = _Counting()

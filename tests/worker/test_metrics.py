@@ -110,3 +110,16 @@ def test_job_types_past_the_label_bound_count_as_other(transactional_db, monkeyp
     assert len(enqueued) <= MAX_LABEL_VALUES + 1
     assert enqueued[OTHER] >= 200
     assert sum(enqueued.values()) == len(kinds)  # every job counted, under its type or OTHER
+
+
+def test_checkpoint_sizes_of_types_past_the_label_bound_count_as_other():
+    """The checkpoint-size histogram is labelled by job type too: bounded as the counters are."""
+    from django_ojs.observe.metrics import CHECKPOINT_SIZE, COUNTING, MAX_LABEL_VALUES, OTHER
+
+    kinds = [f"probe.checkpoint{index}" for index in range(MAX_LABEL_VALUES + 200)]
+    for kind in kinds:
+        COUNTING.measure("checkpoint_size_bytes", (kind,), 100)
+    labelled = {sample.labels["job_type"] for metric in CHECKPOINT_SIZE.collect() for sample in metric.samples
+                if sample.name.endswith("_count")}
+    assert len(labelled) <= MAX_LABEL_VALUES + 1
+    assert OTHER in labelled
