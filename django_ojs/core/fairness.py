@@ -217,7 +217,9 @@ def mend(queue: str, path: str, changed_at: dt.datetime | None) -> None:
         return
     waiting = Job.objects.filter(queue=queue, state__in=WAITING)
     if _fresh(changed_at):
-        locked = waiting.filter(fair_key__isnull=True).select_for_update(skip_locked=True)
+        # Newest first, as ``_rewrite``: claims take the oldest, whose rows may be claimed and
+        # finished (moved) while this statement locks its way towards them.
+        locked = waiting.filter(fair_key__isnull=True).select_for_update(skip_locked=True).order_by("-seq")
 
         def one_batch() -> None:
             seqs = list(locked.values_list("seq", flat=True)[:MEND_BATCH])

@@ -12,11 +12,18 @@ transition), a job skipped, never a 500 or a crashed worker.
 
 Only a transaction the operation owns can be run again: inside a caller's
 ``transaction.atomic()`` the error goes to the caller, whose transaction is lost.
+
+The race is with another claimer: two workers probing the same queue head meet the same
+rows, and a retry started at once meets the other's next claim and finish just as the
+first try did. Each retry therefore waits a short random time first, growing with the
+tries, so the two fall out of step.
 """
 
 from __future__ import annotations
 
 import functools
+import random
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,8 +31,11 @@ from django.db import OperationalError, connection, transaction
 
 T = TypeVar("T")
 
-# Each retry meets the row's newer version; a row moves to history once, so two are rare.
-ATTEMPTS = 5
+# Each retry meets the row's newer version and a row moves to history once; what can fail a
+# retry is another row, moved by a claimer in step with this one (see above).
+ATTEMPTS = 8
+# The most a retry waits first, times its number: 2 ms, 4 ms, ... (under 60 ms in all).
+BACKOFF = 0.002
 SERIALIZATION_FAILURE = "40001"
 MOVED = "moved to another partition"
 
@@ -62,6 +72,7 @@ def _tries(operation: Callable[[], T]) -> T:
         except OperationalError as exc:
             if not is_row_moved(exc) or attempt == ATTEMPTS - 1:
                 raise
+        time.sleep(random.uniform(0, BACKOFF * (attempt + 1)))
     raise AssertionError("unreachable")
 
 

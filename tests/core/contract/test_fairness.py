@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import threading
+import traceback
 from collections import Counter
 
 import pytest
@@ -264,7 +265,7 @@ def test_changing_the_key_while_workers_claim_and_finish_jobs_never_fails(transa
                            for i in range(3000)])
     stop = threading.Event()
     finished: list[int] = []
-    failed: list[BaseException] = []
+    failed: list[str] = []
 
     def worker() -> None:
         try:
@@ -273,8 +274,8 @@ def test_changing_the_key_while_workers_claim_and_finish_jobs_never_fails(transa
                 for job in jobs:
                     Job.objects.ack(job.id)
                 finished.append(len(jobs))
-        except BaseException as exc:  # judged below
-            failed.append(exc)
+        except BaseException:  # judged below, with where it was raised
+            failed.append(traceback.format_exc())
         finally:
             connection.close()
 
@@ -288,7 +289,7 @@ def test_changing_the_key_while_workers_claim_and_finish_jobs_never_fails(transa
         stop.set()
         for thread in threads:
             thread.join(60)
-    assert not failed, failed
+    assert not failed, "\n".join(failed)
     assert sum(finished) > 0  # the workers did finish jobs meanwhile
     # A claim whose cached configuration predates a change may have given jobs the key before it
     # meanwhile; once the change settles, the next claim gives every waiting job its value.
