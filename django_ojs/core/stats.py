@@ -125,8 +125,7 @@ def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]
     for name, at in oldest.items():
         figures[name].oldest_available_at = at
         figures[name].oldest_available_age_seconds = oldest_age_seconds(at, now)
-        available = figures[name].counts[JobState.AVAILABLE.value]
-        figures[name].oldest_exact = available.exact and available.value <= QUEUE_HEAD_ROWS
+        figures[name].oldest_exact = oldest_is_exact(figures[name].counts[JobState.AVAILABLE.value])
     rates = throughput(now)
     for name in names:
         minutes = rates.span_of(name, now).total_seconds() / 60
@@ -139,6 +138,12 @@ def queue_figures(names: list[str], now: dt.datetime) -> dict[str, QueueFigures]
 def oldest_age_seconds(at: dt.datetime | None, now: dt.datetime) -> float:
     """Seconds since ``at`` (the oldest available job's enqueue), to the millisecond; 0 when none waits."""
     return round(max((now - at).total_seconds(), 0.0), 3) if at else 0.0
+
+
+def oldest_is_exact(available: Tally) -> bool:
+    """Is the oldest available job found among the head (``QUEUE_HEAD_ROWS``) the queue's oldest:
+    do all its ``available`` jobs fit in the head? Else its age is a lower bound."""
+    return available.exact and available.value <= QUEUE_HEAD_ROWS
 
 
 def queue_depths(names: list[str]) -> tuple[dict[tuple[str, str], Tally], dict[str, dt.datetime | None]]:
@@ -356,7 +361,8 @@ def queue_stats(name: str) -> dict[str, Any]:
     """One queue's statistics for the HTTP API (ojs-http-binding §11.2), from the same counts as the admin
     and the metrics: jobs per state (exact up to ``QUEUE_COUNT_LIMIT``, estimated past it), the last
     hour's outcomes (past ``THROUGHPUT_SAMPLE`` of them, scaled from the most recent part of the hour),
-    and the oldest waiting job's age. No figure reads history beyond those bounds."""
+    and the oldest available job's age (0 when none waits; a lower bound when not exact, as the admin
+    API's). No figure reads history beyond those bounds."""
     now = db_now()
     tallies, oldest = queue_depths([name])
     counts = {state.value: tallies[(name, state.value)].value for state in JobState}
@@ -365,13 +371,13 @@ def queue_stats(name: str) -> dict[str, Any]:
     scale = hour / rates.window
     outcomes = rates.per_queue.get(name, {})
     completed = round(outcomes.get(JobState.COMPLETED.value, 0) * scale)
-    at = oldest.get(name)
     return {
         **counts,
         "completed_last_hour": completed,
         "failed_last_hour": round(outcomes.get(JobState.DISCARDED.value, 0) * scale),
         "throughput_per_second": round(completed / 3600, 3),
-        "oldest_available_age_ms": int((now - at).total_seconds() * 1000) if at else None,
+        "oldest_available_age_ms": round(oldest_age_seconds(oldest.get(name), now) * 1000),
+        "oldest_available_exact": oldest_is_exact(tallies[(name, JobState.AVAILABLE.value)]),
         "computed_at": now,
     }
 

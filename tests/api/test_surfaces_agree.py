@@ -126,6 +126,11 @@ def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, ad
     scraped_age = float(re.search(r'ojs_queue_oldest_available_age_seconds\{queue="mail"\} ([0-9.]+)', text).group(1))
     assert abs(scraped_age - age) < 60
 
+    stats = api.get("/ojs/v1/queues/mail/stats").json()["stats"]
+    assert abs(stats["oldest_available_age_ms"] / 1000 - age) < 60 and stats["oldest_available_exact"]
+    # None waits in an unused queue: 0, on the queue's statistics as in the admin API.
+    assert api.get("/ojs/v1/queues/idle/stats").json()["stats"]["oldest_available_age_ms"] == 0
+
 
 def test_every_surface_says_the_same_limits_bound_and_fairness_of_a_queue(push, api, admin_client):
     queue_config.update("mail", queue_config.parse_config(
