@@ -146,8 +146,10 @@ class Workspace:
 
     def stop(self, name: str) -> None:
         """Stop the running process of this command (``ojs_worker``) with SIGTERM, as a reader's Ctrl+C would."""
-        running = [entry for entry in self.background if f" {name}" in f" {entry[0]}" and entry[1].poll() is None]
-        assert running, f"nothing runs {name} to restart"
+        started = [entry for entry in self.background if f" {name}" in f" {entry[0]}"]
+        running = [entry for entry in started if entry[1].poll() is None]
+        assert running, f"nothing runs {name} to restart; " + "".join(
+            f"{command} ended with {process.returncode}:\n{log.read_text()[-3000:]}\n" for command, process, log in started)
         for command, process, log in running:
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=60) == 0, f"{command} stopped with {process.returncode}:\n{log.read_text()[-3000:]}"
