@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ...core.counting import Tally
@@ -15,9 +15,26 @@ from ..base import OJSView
 
 class AdminView(OJSView):
     """Reads need ``read`` or ``admin`` (``keys.ADMIN_READ``); every other method ``admin``
-    (``auth.check_scope``'s default for a method the mapping does not name)."""
+    (``auth.check_scope``'s default for a method the mapping does not name).
+
+    ``query``: the query parameters the view reads, by method; any other is refused. A misspelt
+    filter (``?status=discarded``) left out would answer every job as if it were the filtered
+    list, and an alert counting it would count them all."""
 
     required_scope: str | dict[str, str] = {"GET": ADMIN_READ}
+    query: Mapping[str, Collection[str]] = {}
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        only_known(request.query_params, self.query.get(request.method, ()), "query parameter")
+
+
+def only_known(given: Iterable[str], known: Collection[str], what: str) -> None:
+    """Refuse any name of ``given`` (a query's parameters, a body's keys) not ``known``."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        listed = f" (known: {', '.join(sorted(known))})" if known else " (it reads none)"
+        raise InvalidRequest(f"unknown {what}: {', '.join(unknown)}{listed}", field=unknown[0])
 
 
 def confirmed(body: Mapping[str, Any]) -> None:

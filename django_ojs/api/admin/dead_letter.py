@@ -25,8 +25,8 @@ from ...protocol.errors import InvalidRequest
 from ..dead_letter import delete_dead_letter, render_stats, shown_dead_letter
 from .base import AdminView, confirmed, timestamp_param
 from .bulk import run
-from .filters import filter_from_body, filter_from_query
-from .jobs import job_page
+from .filters import FIELDS, filter_from_body, filter_from_query
+from .jobs import JOB_LIST_QUERY, job_page
 
 
 def dead_letter_of(job_filter: JobFilter) -> JobFilter:
@@ -38,6 +38,8 @@ def dead_letter_of(job_filter: JobFilter) -> JobFilter:
 
 class DeadLetterListView(AdminView):
     """§11.1 list (``GET``), §11.3 purge by filter (``DELETE`` with ``older_than``, ``filter`` and ``confirm``)."""
+
+    query = {"GET": JOB_LIST_QUERY}
 
     def get(self, request: Any) -> Response:
         params = request.query_params
@@ -53,6 +55,8 @@ class DeadLetterListView(AdminView):
 
 class DeadLetterStatsView(AdminView):
     """The figures of ``GET /ojs/v1/dead-letter/stats``, from the same core function, narrowed by the list's filter."""
+
+    query = {"GET": FIELDS}
 
     def get(self, request: Any) -> Response:
         job_filter = dead_letter_of(filter_from_query(request.query_params))
@@ -91,5 +95,5 @@ class DeadLetterRetryView(AdminView):
 def _body_selection(body: Mapping[str, Any]) -> Any:
     """A move's jobs: the body's ``filter`` (or its fields beside ``confirm``) and ``older_than``, in the dead letter."""
     older_than = timestamp_param(body.get("older_than"), "older_than")
-    job_filter = dataclasses.replace(filter_from_body(body), finished_before=older_than)
+    job_filter = dataclasses.replace(filter_from_body(body, also=("older_than",)), finished_before=older_than)
     return dead_letter_of(job_filter).selection()

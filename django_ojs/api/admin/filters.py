@@ -15,7 +15,7 @@ from typing import Any
 from ...core.selection import JobFilter
 from ...protocol.envelope import validate_queue_name
 from ...protocol.errors import InvalidRequest
-from .base import timestamp_param
+from .base import only_known, timestamp_param
 
 FIELDS = ("state", "queue", "type", "since", "until", "search")
 MAX_VALUES = 100
@@ -27,8 +27,17 @@ def filter_from_query(params: Mapping[str, str]) -> JobFilter:
     return _job_filter({name: params[name] for name in FIELDS if params.get(name)}, split=True)
 
 
-def filter_from_body(body: Mapping[str, Any]) -> JobFilter:
-    """A bulk move's ``filter`` object (openapi also puts its fields beside ``confirm``: both are read)."""
+def filter_from_body(body: Mapping[str, Any], *, also: tuple[str, ...] = ()) -> JobFilter:
+    """A bulk move's ``filter`` object (openapi also puts its fields beside ``confirm``: both are read).
+
+    The body holds nothing else but ``confirm`` and the move's own fields (``also``): an empty
+    filter selects every job the move may take, so a key misspelt and dropped would widen it
+    to all of them."""
+    only_known(body, ("filter", "confirm", *FIELDS, *also), "field")
+    beside = [name for name in FIELDS if name in body]
+    if "filter" in body and beside:
+        raise InvalidRequest(f"filter given, and {', '.join(beside)} beside it: send the filter's fields in one place",
+                             field=beside[0])
     given = body["filter"] if "filter" in body else {name: body[name] for name in FIELDS if name in body}
     if not isinstance(given, dict):
         raise InvalidRequest("filter must be an object", field="filter")

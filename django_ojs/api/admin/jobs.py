@@ -25,8 +25,8 @@ from ...protocol.errors import NotFound
 from ...protocol.states import JobState
 from ..system import render_event
 from .base import AdminView
-from .filters import filter_from_query
-from .paging import Read, keyset_of, page_of
+from .filters import FIELDS, filter_from_query
+from .paging import KEYSET_PARAMS, PAGE_PARAMS, Read, keyset_of, page_of
 
 LISTED = ("seq", "id", "type", "queue", "state", "priority", "attempt", "max_attempts", "created_at",
           "enqueued_at", "scheduled_at", "started_at", "completed_at", "finished_at", "worker_id", "dead_letter")
@@ -62,6 +62,10 @@ def job_by_ref(job_id: str) -> Job:
     if job is None:
         raise NotFound(f"job {job_id} not found", details={"resource_type": "job", "resource_id": job_id})
     return job
+
+
+# What a list of jobs reads of its query: the filter, and ``job_page``'s sort and page.
+JOB_LIST_QUERY = (*FIELDS, *PAGE_PARAMS, *KEYSET_PARAMS)
 
 
 def job_page(job_filter: JobFilter, params: Any) -> dict[str, Any]:
@@ -101,6 +105,8 @@ def _finished_first(selection: QuerySet) -> list[QuerySet]:
 
 
 class JobListView(AdminView):
+    query = {"GET": JOB_LIST_QUERY}
+
     def get(self, request: Any) -> Response:
         params = request.query_params
         return Response(job_page(filter_from_query(params), params))

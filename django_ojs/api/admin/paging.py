@@ -23,6 +23,9 @@ from ...protocol.durations import format_timestamp, parse_timestamp
 from ...protocol.errors import InvalidRequest
 from ..pagination import int_param
 
+# The parameters ``page_of`` reads, and ``keyset_of``.
+PAGE_PARAMS = ("page", "per_page", "limit", "offset")
+KEYSET_PARAMS = ("sort", "order", "cursor")
 DEFAULT_PER_PAGE = 20
 MAX_PER_PAGE = 100
 MAX_OFFSET = 10_000
@@ -65,6 +68,9 @@ class Page:
 
 def page_of(params: Mapping[str, str]) -> Page:
     """``page``/``per_page`` (or openapi's ``offset``/``limit``), the offset bounded by ``MAX_OFFSET``."""
+    for ours, openapis in (("per_page", "limit"), ("page", "offset")):
+        if ours in params and openapis in params:
+            raise InvalidRequest(f"{ours} and {openapis} both given: send one", field=openapis)
     sent = "per_page" if "per_page" in params or "limit" not in params else "limit"  # named as the client sent it
     per_page = int_param(params, sent, DEFAULT_PER_PAGE)
     if not 1 <= per_page <= MAX_PER_PAGE:

@@ -24,9 +24,9 @@ from ...protocol.durations import format_duration, format_timestamp
 from ...protocol.envelope import validate_queue_name
 from ...protocol.errors import InvalidRequest, NotFound
 from ...protocol.states import TERMINAL
-from .base import AdminView, confirmed, rendered_counts, timestamp_param
+from .base import AdminView, confirmed, only_known, rendered_counts, timestamp_param
 from .bulk import run
-from .paging import page_of
+from .paging import PAGE_PARAMS, page_of
 
 FINISHED = sorted(state.value for state in TERMINAL)
 
@@ -80,6 +80,8 @@ def queue_named(name: str) -> Queue:
 
 
 class QueueListView(AdminView):
+    query = {"GET": PAGE_PARAMS}
+
     def get(self, request: Any) -> Response:
         page = page_of(request.query_params)
         rows, has_more = page.slice(Queue.objects.order_by("name"))
@@ -121,6 +123,8 @@ class QueueJobsView(AdminView):
     def delete(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")
         body = self.body()
+        # An unread key would be a bound dropped: "olderThan" purged every finished job of the states.
+        only_known(body, ("states", "older_than", "confirm"), "field")
         states = body.get("states")
         if not isinstance(states, list) or not states or not all(isinstance(s, str) for s in states):
             raise InvalidRequest(f"states must be a non-empty list of finished states ({', '.join(FINISHED)})",

@@ -64,6 +64,8 @@ class StatsView(AdminView):
 class HistoryView(AdminView):
     """§10.2: ``period`` (1m, 5m, 1h, 1d; 5m by default), ``since`` (an hour ago), ``until`` (now), ``queue``."""
 
+    query = {"GET": ("period", "since", "until", "queue")}
+
     def get(self, request: Any) -> Response:
         params = request.query_params
         now = db_now()

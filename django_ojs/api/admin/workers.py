@@ -25,7 +25,7 @@ from ...protocol.states import JobState, WorkerState
 from ...protocol.storable import check_string
 from .base import AdminView
 from .jobs import listed, render_listed
-from .paging import page_of
+from .paging import PAGE_PARAMS, page_of
 
 # The jobs a worker detail lists (a worker holds at most its concurrency).
 HELD_SHOWN = 1000
@@ -62,6 +62,8 @@ def worker_named(worker_id: str) -> Worker:
 
 class WorkerListView(AdminView):
     """§9.1: every known worker, dead ones too until the reaper prunes them (``RETENTION["dead_workers"]``)."""
+
+    query = {"GET": PAGE_PARAMS}
 
     def get(self, request: Any) -> Response:
         page = page_of(request.query_params)
