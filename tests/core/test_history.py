@@ -167,6 +167,26 @@ def test_what_the_history_does_not_know_is_none_not_zero(db, ojs):
     assert None not in off.values["completed"]
 
 
+def test_a_slot_the_history_knows_only_part_of_is_none_not_that_part(db):
+    """The history began 22 minutes into an hour, and a reaper stopped 10 minutes into a later one:
+    those hours' counts are parts (work before the start, or after the stop, uncounted), never
+    given as the hours' whole."""
+    now = db_now()
+    began = hour_floor(now) - dt.timedelta(hours=5) + 22 * MIN
+    stopped = hour_floor(now) - dt.timedelta(hours=2) + 10 * MIN  # past LIVE_TAIL: nothing counted live
+    history_running_since(began, counted_through=stopped)
+    StatsBucket.objects.create(span=MINUTE, start=began + MIN, queue="q", transition="completed", count=1)
+    StatsBucket.objects.create(span=HOUR, start=hour_floor(began) + 60 * MIN, queue="q", transition="completed",
+                               count=1)
+    StatsBucket.objects.create(span=MINUTE, start=stopped - MIN, queue="q", transition="completed", count=1)
+
+    hours = history.series("1h", hour_floor(now) - dt.timedelta(hours=6), hour_floor(now), now)
+    # 6 hours back: before the start, its start, two whole hours, the reaper's stop, after it.
+    assert hours.values["completed"] == [None, None, 1, 0, None, None]
+    minutes = history.series("1m", began - MIN, began + 2 * MIN, now)
+    assert minutes.values["completed"] == [None, 0, 1]  # a minute is whole from the start on
+
+
 def test_minutes_not_counted_yet_are_counted_live_while_the_reaper_keeps_up(db, push):
     now = db_now()
     history_running_since(minute_floor(now) - 30 * MIN, counted_through=minute_floor(now) - 2 * MIN)
