@@ -167,6 +167,9 @@ def test_a_queue_that_started_working_a_moment_ago_is_judged_by_that_moment(push
     [cli] = [queue for queue in ojs_json("queues") if queue["name"] == "mail"]
     assert abs(cli["estimated_drain_seconds"] - row["estimated_drain_seconds"]) <= 1
     assert cli["throughput"] == pytest.approx(row["throughput"], abs=0.1)  # read a moment later
+    # The whole is the sum of its parts: mail is the only queue that finished any.
+    whole = api.get(f"{ADMIN}/stats").json()["throughput"]
+    assert whole["processed_per_minute"] == pytest.approx(row["throughput"]["processed_per_minute"], abs=0.5)
 
 
 def test_a_paused_queue_does_not_drain_on_any_surface(push, api, admin_client, client, ojs):
