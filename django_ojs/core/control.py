@@ -120,8 +120,9 @@ def _move(
     with transaction.atomic():
         # The locked row also explains a refusal: no second read of it.
         job = Job.objects.select_for_update().filter(id=job_id).first()
-        # A row ``only_if`` refuses is not among the rows the caller's door serves: not found there.
-        if job is not None and only_if is not None and JobState(job.state) in sources(move) and not only_if(job):
+        # A row the move cannot take from its state, or that ``only_if`` refuses, is not among the
+        # rows the caller's door serves (the dead letter's: a completed job is not in it): not found there.
+        if job is not None and only_if is not None and not (JobState(job.state) in sources(move) and only_if(job)):
             job = None
         if job is None or JobState(job.state) not in sources(move):
             if job is None and missing != "job":

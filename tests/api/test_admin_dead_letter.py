@@ -62,6 +62,24 @@ def test_the_admin_dead_letter_lists_and_counts_what_the_dead_letter_does(wire, 
     assert status == 200 and one["job"]["dead_letter"] is True and len(one["job"]["errors"]) == 1
 
 
+@pytest.mark.parametrize("door", [ADMIN, "/ojs/v1"])
+def test_a_job_that_is_no_discard_is_not_found_by_any_dead_letter_door(wire, spec, door):
+    """A completed job is not in the dead letter: reading, retrying or deleting it there are all 404 (retry
+    said 409, as if it were there and could not move)."""
+    done = Job.objects.push(spec(options={"queue": "mail"}))
+    Job.objects.fetch(["mail"], worker_id="w1")
+    Job.objects.ack(done.id)
+    before = snapshot()
+    for method, path in (("GET", f"/dead-letter/{done.id}"), ("POST", f"/dead-letter/{done.id}/retry"),
+                         ("DELETE", f"/dead-letter/{done.id}")):
+        if door != ADMIN and method == "GET":
+            continue  # the binding reads one dead letter only through the list
+        status, _, body = call(wire, method, door + path, {} if method == "POST" else None)
+        assert (status, body["error"]["code"], body["error"]["details"]["resource_type"]) == (
+            404, "not_found", "dead_letter_job"), (door, path, body)
+    assert snapshot() == before
+
+
 def test_a_plain_discard_is_not_in_the_admin_dead_letter_and_no_move_there_touches_it(wire, store):
     plain = store["plain"]
     before = snapshot()
