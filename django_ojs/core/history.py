@@ -277,7 +277,7 @@ def series(period: str, since: dt.datetime, until: dt.datetime, now: dt.datetime
     # A slot is known whole or not at all: one that began before the history did (or before its
     # retention) or that ends past what was counted would give a part as the whole -- an hour of
     # work read "processed: 0". Only the slot in progress, counted live up to now, is a part.
-    known = [slot >= known_from and (slot + length <= known_until or live and slot < known_until) for slot in slots]
+    known = [slot >= known_from and (slot + length <= known_until or (live and slot < known_until)) for slot in slots]
     kept = {transition: ojs_settings.EVENTS or transition not in FROM_EVENTS for transition in TRANSITIONS}
     values: dict[str, list[int | None]] = {
         transition: [sums.get((index, transition), 0) if is_known else None for index, is_known in enumerate(known)]
