@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import Count
 from django.db.models.fields.json import KT
 
 from ..core import awaiting, coverage, workers
@@ -26,7 +25,7 @@ from ..protocol.durations import format_timestamp
 from ..protocol.envelope import render_job
 from ..protocol.errors import NotFound
 from ..protocol.progress import view
-from ..protocol.states import TERMINAL, JobState
+from ..protocol.states import JobState
 
 
 def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
@@ -108,39 +107,38 @@ def waiting_line(rendered: dict[str, Any]) -> str:
 
 
 def list_queues() -> list[dict[str, Any]]:
-    """Every queue with a settings row or unfinished jobs: paused or not, its backlog by state, its
-    rates, oldest wait and estimated time to drain, its limits, bound and fairness.
+    """Every queue with a row (used once, configured or paused), as ``GET /ojs/v1/admin/queues``
+    lists them: paused or not, its jobs by state, its rates, oldest wait and estimated time to
+    drain, its limits, bound and fairness.
 
-    Counts cover unfinished jobs and discarded ones, dead letters and plain
-    discards alike (the partial indexes hold them); completed and cancelled
-    jobs, the bulk of a table, are not counted here.
+    The counts are the admin API's and the metrics' (``core/stats.py``): exact up to a bound,
+    the planner's estimate past it, the states estimated named in ``counts_estimated``.
     """
-    counted = sorted({state.value for state in JobState if state not in TERMINAL} | {JobState.DISCARDED.value})
-    counts: dict[str, dict[str, int]] = {}
-    for queue, state, n in (
-        Job.objects.filter(state__in=counted).values_list("queue", "state").annotate(n=Count("seq")).order_by()
-    ):
-        counts.setdefault(queue, {})[state] = n
     settings = {queue.name: queue for queue in Queue.objects.all()}
     unrunnable: dict[str, list[dict[str, Any]]] = {}
     for item in coverage.unrunnable()[0]:
         unrunnable.setdefault(item.queue, []).append(
             {"type": item.type, "count": item.count, "oldest_at": format_timestamp(item.oldest_at)}
         )
-    names = sorted(set(counts) | set(settings))
-    # The autoscaling signals as the admin API and the metrics say them (core/stats.py).
+    unread = set(coverage.unread())
+    names = sorted(settings)
+    # The counts and autoscaling signals as the admin API and the metrics say them (core/stats.py).
     figures = queue_figures(names, db_now())
     out = []
     for name in names:
-        queue = settings.get(name)
+        queue = settings[name]
+        tallies = figures[name].counts
         out.append(
             {
                 "name": name,
-                "paused": bool(queue and queue.paused),
-                "paused_at": format_timestamp(queue.paused_at) if queue else None,
-                "counts": {state: counts.get(name, {}).get(state, 0) for state in counted},
-                # Available jobs no running worker of the queue has a handler for (core/coverage.py).
+                "paused": queue.paused,
+                "paused_at": format_timestamp(queue.paused_at),
+                "counts": {state.value: tallies[state.value].value for state in JobState},
+                "counts_estimated": [state.value for state in JobState if not tallies[state.value].exact],
+                # Available jobs no running worker of the queue has a handler for (core/coverage.py),
+                # and whether jobs wait with no live worker reading the queue at all.
                 "unrunnable": unrunnable.get(name, []),
+                "no_live_worker": name in unread,
                 # Completed and discarded per minute, as the admin API gives them.
                 "throughput": {
                     "processed_per_minute": round(figures[name].completed_per_minute, 2),
@@ -150,8 +148,8 @@ def list_queues() -> list[dict[str, Any]]:
                 "oldest_available_exact": figures[name].oldest_exact,
                 "estimated_drain_seconds": figures[name].estimated_drain_seconds,
                 # As the admin's Queues page says them; "config" as GET /ojs/v1/queues/{name}/config.
-                "limits": describe_limits(queue, counts.get(name, {}).get(JobState.ACTIVE.value, 0)),
-                "config": render_config(queue or Queue(name=name)),
+                "limits": describe_limits(queue, tallies[JobState.ACTIVE.value].value),
+                "config": render_config(queue),
             }
         )
     return out

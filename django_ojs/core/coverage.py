@@ -130,16 +130,22 @@ def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], b
     return found[:MAX_PAIRS], len(types) <= MAX_TYPES
 
 
-def unconsumed(now: dt.datetime | None = None, limit: int = 20) -> list[Unconsumed]:
-    """Queues with available jobs and no live consumer (none reads them, or all are dead or draining)."""
+def unread(now: dt.datetime | None = None) -> list[str]:
+    """The queues not paused with available jobs and no live consumer (none reads them, or all are
+    dead or draining), by name."""
     read = set(consumers(now))
     waiting = Exists(Job.objects.filter(state=JobState.AVAILABLE, queue=OuterRef("name")))
-    names = [
+    return [
         name for name in Queue.objects.filter(waiting, paused=False).order_by("name").values_list("name", flat=True)
         if name not in read
-    ][:limit]
+    ]
+
+
+def unconsumed(now: dt.datetime | None = None, limit: int = 20) -> list[Unconsumed]:
+    """``unread``'s first ``limit`` queues, each with its waiting jobs (counted up to 1,000)."""
     return [
-        Unconsumed(name, count_rows(Job.objects.filter(state=JobState.AVAILABLE, queue=name), 1000)) for name in names
+        Unconsumed(name, count_rows(Job.objects.filter(state=JobState.AVAILABLE, queue=name), 1000))
+        for name in unread(now)[:limit]
     ]
 
 

@@ -92,6 +92,36 @@ def test_every_surface_names_the_jobs_no_running_worker_can_run(fleet, admin_cli
     assert 'ojs_jobs_unrunnable{queue="default",type="report.new"} 2.0' in text
 
 
+def test_every_surface_says_a_queue_no_live_worker_reads(fleet, push, admin_client):
+    push(type="email.send", options={"queue": "orphans"})
+    rows = {queue["name"]: queue for queue in ojs_json("queues")}
+    assert (rows["orphans"]["no_live_worker"], rows["default"]["no_live_worker"]) == (True, False)
+    out = io.StringIO()
+    call_command("ojs", "queues", stdout=out)
+    [line] = [line for line in out.getvalue().splitlines() if line.startswith("orphans ")]
+    assert "no live worker reads it" in line
+    page = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
+    assert "waiting on queue orphans, and no live worker reads it" in page
+
+
+def test_every_surface_counts_a_queues_jobs_alike(push, api, client, ojs):
+    """Every state, the finished ones too, from the same counts (core/stats.py)."""
+    for state in ("available", "available", "completed", "cancelled", "discarded", "scheduled"):
+        job = push(options={"queue": "mail"})
+        if state != "available":
+            Job.objects.filter(id=job.id).update(state=state, finished_at=ago(seconds=5))
+    [api_row] = [queue for queue in api.get(f"{ADMIN}/queues").json()["items"] if queue["name"] == "mail"]
+    [cli_row] = [queue for queue in ojs_json("queues") if queue["name"] == "mail"]
+    assert cli_row["counts"] == api_row["counts"] and cli_row["counts_estimated"] == api_row["counts_estimated"] == []
+    assert (cli_row["counts"]["available"], cli_row["counts"]["completed"], cli_row["counts"]["cancelled"]) == (2, 1, 1)
+    text = scraped(client, ojs)
+    for state, n in cli_row["counts"].items():
+        assert f'ojs_queue_depth{{queue="mail",state="{state}"}} {float(n)}' in text
+    out = io.StringIO()
+    call_command("ojs", "queues", stdout=out)
+    assert "scheduled=1 available=2 completed=1 cancelled=1 discarded=1" in out.getvalue()
+
+
 def test_every_surface_says_the_same_oldest_wait_and_time_to_drain(push, api, admin_client, client, ojs):
     for _ in range(6):
         push(options={"queue": "mail"})

@@ -151,8 +151,11 @@ class Command(BaseCommand):
 
     def do_queues(self, options: dict[str, Any]) -> None:
         rows = reads.list_queues()
-        # In the table, "type=count" per type no running worker can handle; JSON has the oldest too.
-        shown = [{**row, "unrunnable": {item["type"]: item["count"] for item in row["unrunnable"]}} for row in rows]
+        # In the table, the states with jobs ("completed≈120000" where estimated), "type=count" per
+        # type no running worker can handle (or that none reads the queue); JSON has the oldest too.
+        shown = [{**row, "counts": _counts_cell(row),
+                  "unrunnable": "all: no live worker reads it" if row["no_live_worker"] else
+                  {item["type"]: item["count"] for item in row["unrunnable"]}} for row in rows]
         self.emit(options, rows, lambda: output.table(shown, QUEUE_COLUMNS))
 
     def do_workers(self, options: dict[str, Any]) -> None:
@@ -259,3 +262,9 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise ValueError(value)
     return number
+
+
+def _counts_cell(queue: dict[str, Any]) -> str:
+    """A queue's states with jobs, ``=`` an exact count and ``≈`` the planner's estimate, as the admin writes it."""
+    estimated = set(queue["counts_estimated"])
+    return " ".join(f"{state}{'≈' if state in estimated else '='}{n}" for state, n in queue["counts"].items() if n) or "-"
