@@ -87,6 +87,20 @@ def test_bad_input_exits_1_and_changes_nothing():
     assert Job.objects.filter(state="discarded").count() == 3
 
 
+def test_a_malformed_queue_filter_exits_1_with_the_admin_apis_message_and_changes_nothing(api):
+    # Not a filter that matches nothing (exit 0): bad input, as GET /ojs/v1/admin/jobs answers 400.
+    insert_jobs(3, queue="dl")
+    refused = api.get("/ojs/v1/admin/jobs?queue=Bad_Name")
+    assert refused.status_code == 400
+    for args in (("jobs",), ("jobs", "--json"), ("retry", "--dry-run"),
+                 *((move, "--yes") for move in ("retry", "purge", "delete", "cancel", "discard", "activate"))):
+        with pytest.raises(CommandError) as failed:
+            ojs(*args, "--queue", "dl", "--queue", "Bad_Name")
+        assert failed.value.returncode == 1, args
+        assert str(failed.value) == refused.json()["error"]["message"], args
+    assert Job.objects.filter(queue="dl", state="discarded").count() == 3
+
+
 def test_retry_by_last_error_type_after_a_fix(push, claim):
     from django_ojs.protocol.failure import Failure
 

@@ -251,8 +251,11 @@ def _json(parser: Any) -> None:
 
 
 def _job_filter(options: dict[str, Any]) -> JobFilter:
+    # A malformed queue name is bad input (exit 1, the admin API's 400 and its message), not a filter
+    # that quietly matches nothing; checked here, every subcommand taking filters gets it.
+    queues = [validate_queue_name(name, "queue") for name in options["queue"]]
     return JobFilter(
-        states=options["state"], queues=options["queue"], types=options["type"], ids=options["id"],
+        states=options["state"], queues=queues, types=options["type"], ids=options["id"],
         error_types=options["error_type"], search=options["search"], kept_as=options["kept_as"],
     )
 
