@@ -189,9 +189,19 @@ class WorkerAdmin(ConsoleAdmin):
         return format_html("{}", ago)
 
     @admin.display(description="up for")
-    def uptime(self, worker: Worker) -> str:
+    def uptime(self, worker: Worker) -> SafeString | str:
         started = worker.started_at or worker.registered_at
-        return human_duration(worker.db_now - started) if started else EMPTY
+        if not started:
+            return EMPTY
+        if is_dead(worker, worker.db_now):
+            # A dead worker is not up, whatever the clock says: how long it was, to its last heartbeat,
+            # the last sign of it the admin API and manage.py ojs workers give beside "dead".
+            return format_html(
+                '<span class="ojs-quiet" title="from its start to its last heartbeat, at {}">was up {}</span>',
+                timestamp(worker.last_heartbeat_at),
+                human_duration(worker.last_heartbeat_at - started),
+            )
+        return human_duration(worker.db_now - started)
 
     # -- actions: directives through the core -------------------------------------------
 

@@ -198,6 +198,25 @@ def test_workers_page_marks_dead_workers_and_applied_directives(admin_client, ma
     assert 'data-pk="w-dead"' in page
 
 
+def test_a_dead_workers_up_for_stops_at_its_last_heartbeat(admin_client, make_worker, api):
+    now = db_now()
+    for worker_id in ("w-live", "w-declared", "w-silent"):
+        make_worker(worker_id)
+    Worker.objects.update(started_at=now - dt.timedelta(hours=3))
+    # One declared dead by the reaper, one silent past HEARTBEAT_TIMEOUT and not declared yet.
+    Worker.objects.filter(pk="w-declared").update(
+        last_heartbeat_at=now - dt.timedelta(hours=1), declared_dead_at=now - dt.timedelta(minutes=59)
+    )
+    Worker.objects.filter(pk="w-silent").update(last_heartbeat_at=now - dt.timedelta(hours=1, minutes=30))
+    said = {w["id"]: w["state"] for w in api.get("/ojs/v1/admin/workers").json()["items"]}
+    assert said == {"w-live": "running", "w-declared": "dead", "w-silent": "dead"}
+
+    page = admin_client.get(reverse("admin:django_ojs_worker_changelist")).content.decode()
+    rows = re.findall(r'<tr.*?data-pk="([^"]+)".*?<td class="field-uptime">(.*?)</td>', page, re.S)
+    up_for = {pk: re.sub(r"<[^>]+>", "", cell) for pk, cell in rows}
+    assert up_for == {"w-live": "3 h", "w-declared": "was up 2 h", "w-silent": "was up 1 h 30 min"}
+
+
 def test_queues_page_counts_by_state_and_shows_the_oldest_waiting_job(admin_client, make_job):
     make_job("discarded", queue="mail")
     make_job("available", queue="mail")
