@@ -20,6 +20,7 @@ from django.db.models.fields.json import KT
 from django.http import HttpRequest
 
 from ..core.clock import TxNow
+from ..core.selection import type_condition
 from ..core.stats import job_types
 from ..models import Job, Queue
 from ..protocol.states import STATE_ORDER, JobState
@@ -74,6 +75,11 @@ class TypeFilter(ValueFilter):
 
     def choices_from_store(self) -> list[Any]:
         return known_types()
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        # A type ending in "*" is a prefix ("email.*"), as the admin API and manage.py ojs take it.
+        value = self.value()
+        return queryset.filter(type_condition([value])) if value else queryset
 
 
 class PriorityFilter(ValueFilter):

@@ -2,7 +2,8 @@
 
 ``manage.py ojs`` (``cli/``) and ``/ojs/v1/admin/jobs`` (``api/admin/``) list
 jobs and move them in bulk (``core/bulk.py``) by the same filter, so a filter
-selects the same jobs whichever door it came through.
+selects the same jobs whichever door it came through; the admin's type filter
+takes its meaning from ``type_condition``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class JobFilter:
         if self.queues:
             rows = rows.filter(queue__in=list(self.queues))
         if self.types:
-            rows = rows.filter(_types(self.types))
+            rows = rows.filter(type_condition(self.types))
         if self.ids:
             rows = rows.filter(id__in=[job_uuid(value) for value in self.ids])
         if self.error_types:
@@ -83,8 +84,9 @@ class JobFilter:
         return rows.filter(condition) if condition is not None else rows
 
 
-def _types(types: Sequence[str]) -> Q:
-    """Exact types (the index ``ojs_job_type``), and a prefix for each ending in "*"."""
+def type_condition(types: Sequence[str]) -> Q:
+    """Exact types (the index ``ojs_job_type``), and a prefix for each ending in "*": what a type
+    filter means on every surface (the admin's Jobs and Failed jobs lists filter by it too)."""
     exact = [kind for kind in types if not kind.endswith("*")]
     condition = Q(type__in=exact) if exact else Q()
     for kind in types:

@@ -1,6 +1,6 @@
-"""One meaning per word: a worker's state, the jobs it holds, the jobs no worker can run, and a
-queue's oldest wait and time to drain say the same on every surface -- the admin, manage.py ojs,
-the admin API and the metrics."""
+"""One meaning per word: a worker's state, the jobs it holds, the jobs no worker can run, a
+queue's oldest wait and time to drain, and the jobs a type filter selects say the same on every
+surface -- the admin, manage.py ojs, the admin API and the metrics."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from django_ojs.admin.display import human_duration
 from django_ojs.core import queue_config, queues
 from django_ojs.core.types import HeldJob, WorkerInfo
 from django_ojs.models import ApiKey, Job, Queue, Worker
+from tests.admin.test_pages import listed
 from tests.helpers import ago
 
 pytestmark = pytest.mark.django_db
@@ -238,3 +239,16 @@ def test_past_the_metrics_queue_bound_the_queues_with_waiting_jobs_keep_their_ga
     assert 'ojs_queue_oldest_available_age_seconds{queue="zz"}' in text
     assert [name for name in ("aa", "ab", "ac", "ad") if f'ojs_queue_paused{{queue="{name}"}}' in text] == ["aa", "ab"]
     assert "ojs_queues_unreported 2.0" in text
+
+
+def test_every_surface_takes_a_type_ending_in_a_star_as_a_prefix(push, api, admin_client):
+    hunts = {str(push(type=kind).id) for kind in ("hunt.fox", "hunt.deer.red")}
+    push(type="hunting.licence")  # "hunt.*" is the family "hunt.", not every type starting "hunt"
+    push(type="fish.trout")
+
+    assert {row["id"] for row in api.get(f"{ADMIN}/jobs?type=hunt.*").json()["items"]} == hunts
+    assert {row["id"] for row in ojs_json("jobs", "--type", "hunt.*")} == hunts
+    page = admin_client.get(reverse("admin:django_ojs_job_changelist"), {"type": "hunt.*"})
+    assert set(listed(page)) == hunts
+    # An exact type is still exact.
+    assert listed(admin_client.get(reverse("admin:django_ojs_job_changelist"), {"type": "hunt"})) == []
