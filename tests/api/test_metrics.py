@@ -10,7 +10,9 @@ pytestmark = pytest.mark.django_db
 def test_metrics_are_off_by_default(api):
     response = api.get("/ojs/v1/metrics")
     assert response.status_code == 404
-    assert response.json()["error"]["code"] == "not_found"
+    error = response.json()["error"]
+    assert error["code"] == "not_found" and 'OJS["METRICS"] = True' in error["message"]
+    assert "metrics on" in error["hint"] and "job" not in error["hint"]  # not the hint of a job not found
 
 
 def test_the_scrape_needs_a_key(client, ojs):
