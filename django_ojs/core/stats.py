@@ -373,6 +373,8 @@ def queue_stats(name: str) -> dict[str, Any]:
     completed = round(outcomes.get(JobState.COMPLETED.value, 0) * scale)
     return {
         **counts,
+        # The states counted past their bound: the planner's estimate, as the admin API names them.
+        "counts_estimated": [state.value for state in JobState if not tallies[(name, state.value)].exact],
         "completed_last_hour": completed,
         "failed_last_hour": round(outcomes.get(JobState.DISCARDED.value, 0) * scale),
         "throughput_per_second": round(completed / 3600, 3),
