@@ -7,7 +7,7 @@ would update).
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from ..models import Queue
 from . import events
@@ -30,4 +30,9 @@ def _set_paused(name: str, paused: bool) -> Queue:
             name=name, defaults={"paused": paused, "paused_at": now if paused else None}
         )
         events.record([events.other_event("queue.paused" if paused else "queue.resumed", now, queue=name)])
+        if not paused and connection.vendor == "postgresql":
+            # Its waiting jobs are to be had again: wake the idle workers of the queue at commit, as a
+            # PUSH does (the channel of worker/listener.py), not at their next poll seconds later.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_notify('ojs_available', %s)", [name])
     return queue

@@ -10,13 +10,14 @@ here waits for a time to pass.
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 
 import django_ojs
+from django_ojs.core import queues
 from django_ojs.models import Job
 from django_ojs.worker.listener import CHANNEL
+from tests.helpers import pg_session
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -26,11 +27,7 @@ END = "-- end of the move --"
 @pytest.fixture
 def heard():
     """``heard(move)``: the payloads of ``ojs_available`` that ``move()`` caused, in order."""
-    db = connection.settings_dict
-    listener = psycopg.connect(
-        dbname=db["NAME"], host=db["HOST"] or None, port=db["PORT"] or None,
-        user=db["USER"] or None, password=db["PASSWORD"] or None, autocommit=True,
-    )
+    listener = pg_session(autocommit=True)
     listener.execute(f"LISTEN {CHANNEL}")
 
     def during(move) -> list[str]:
@@ -81,3 +78,10 @@ def test_nothing_is_heard_from_a_transaction_rolled_back(heard):
             transaction.set_rollback(True)
 
     assert heard(rolled_back) == []
+
+
+def test_resuming_a_queue_notifies_it_and_pausing_does_not(heard):
+    """Its waiting jobs can be had again: idle workers wake at once, not at their next poll."""
+    assert heard(lambda: django_ojs.enqueue("t.a", [], queue="held")) == ["held"]
+    assert heard(lambda: queues.pause("held")) == []
+    assert heard(lambda: queues.resume("held")) == ["held"]
