@@ -9,6 +9,7 @@ from django.core import checks
 from django.db import connections
 
 from ..core import coverage
+from ..core.awaiting import pooled
 from ..core.clock import db_now
 from ..core.pg import prepared
 from ..handlers.registry import registry
@@ -66,7 +67,26 @@ def check_settings(app_configs=None, **kwargs):
         )
     if "LISTEN" not in bad and "PREPARED_STATEMENTS" not in bad:
         messages.extend(_prepared_behind_a_pooler())
+    if "LISTEN" not in bad:
+        messages.extend(_listen_behind_a_pooler())
     return messages
+
+
+def _listen_behind_a_pooler() -> list[checks.CheckMessage]:
+    """W007: ``LISTEN = True`` on a default database that says it goes through a transaction pooler."""
+    if ojs_settings.LISTEN is not True or not pooled("default"):
+        return []
+    return [
+        checks.Warning(
+            "OJS['LISTEN'] is True, and the default database goes through a transaction pooler "
+            "(DISABLE_SERVER_SIDE_CURSORS): a LISTEN there would stay on a pooled server connection, so "
+            "workers and waiters poll it instead, every POLL_INTERVAL.",
+            hint="Name an alias that reaches PostgreSQL directly (OJS['LISTEN'] = 'direct') for pickups within "
+            "milliseconds, in the workers and the web processes alike, or set OJS['LISTEN'] = False to say "
+            "polling is meant (docs/how-to/pgbouncer.md).",
+            id="django_ojs.W007",
+        )
+    ]
 
 
 def _prepared_behind_a_pooler() -> list[checks.CheckMessage]:

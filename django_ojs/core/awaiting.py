@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -50,14 +51,26 @@ RECONNECT_DELAY = 1.0
 
 
 def listen_alias() -> str | None:
-    """The database alias to LISTEN on (``OJS["LISTEN"]``), or None: poll only."""
+    """The database alias to LISTEN on (``OJS["LISTEN"]``), or None: poll only.
+
+    ``True`` on a default database that says it goes through a transaction pooler
+    (``DISABLE_SERVER_SIDE_CURSORS``, docs/how-to/pgbouncer.md) is poll only too: a LISTEN there
+    stays on the server connection the pooler lent for it, which goes on listening for whichever
+    client it is lent to next -- the notifications piled up in other clients and in PgBouncer's
+    log -- while the listener hears nothing. An alias named outright is taken as said."""
     setting = ojs_settings.LISTEN
-    if setting is False:
+    if setting is False or (setting is True and pooled(DEFAULT_DB_ALIAS)):
         return None
     alias = DEFAULT_DB_ALIAS if setting is True else setting
     if alias not in connections.settings:
         raise ImproperlyConfigured(f"OJS['LISTEN'] names the database {alias!r}, which DATABASES does not define")
     return alias if connections[alias].vendor == "postgresql" else None
+
+
+def pooled(alias: str) -> bool:
+    """Does the database ``alias`` say it goes through a transaction pooler (Django's sign for
+    PgBouncer's transaction mode: ``DISABLE_SERVER_SIDE_CURSORS``)?"""
+    return bool(settings.DATABASES.get(alias, {}).get("DISABLE_SERVER_SIDE_CURSORS"))
 
 
 class Waiters:

@@ -50,13 +50,13 @@ from dataclasses import dataclass, replace
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, close_old_connections
 from django.utils import timezone
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
 from ..core import coverage, workers
-from ..core.awaiting import listen_alias
+from ..core.awaiting import listen_alias, pooled
 from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
 from ..handlers.context import JobContext
@@ -240,6 +240,9 @@ class Runtime:
         if alias is not None:
             self._listener = Listener(self.config.queues, self._on_work_available, alias)
             self._listener.start()
+        elif ojs_settings.LISTEN is True and pooled(DEFAULT_DB_ALIAS):
+            logger.info("the default database goes through a transaction pooler (DISABLE_SERVER_SIDE_CURSORS): "
+                        "no LISTEN there; polling every %s s (docs/how-to/pgbouncer.md)", ojs_settings.POLL_INTERVAL)
         if self.config.health_port is not None:
             self._health = HealthServer(self.config.health_host, self.config.health_port, lambda: self.lifecycle.state)
             self._health.start()

@@ -157,6 +157,25 @@ def test_check_warns_when_listen_is_routed_around_a_pooler_that_prepared_stateme
         assert "DISABLE_SERVER_SIDE_CURSORS" in found[0].hint
 
 
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+@pytest.mark.parametrize(
+    ("ojs", "default", "warned"),
+    [
+        ({}, _postgres(DISABLE_SERVER_SIDE_CURSORS=True), True),  # LISTEN = True by default, through the pooler
+        ({"LISTEN": "direct"}, _postgres(DISABLE_SERVER_SIDE_CURSORS=True), False),  # around it: the docs' way
+        ({"LISTEN": False}, _postgres(DISABLE_SERVER_SIDE_CURSORS=True), False),  # polling, said outright
+        ({}, _postgres(), False),  # no pooler said
+    ],
+)
+def test_check_warns_that_listen_through_a_transaction_pooler_polls_instead(settings, ojs, default, warned):
+    settings.DATABASES = {"default": default, "direct": _postgres()}
+    settings.OJS = ojs
+    found = [m for m in ours() if m.id == "django_ojs.W007"]
+    assert bool(found) == warned, found
+    if warned:
+        assert "OJS['LISTEN'] = 'direct'" in found[0].hint
+
+
 def test_prepared_statements_setting_takes_none_or_a_boolean(settings):
     for value in (None, True, False):
         assert problems({"PREPARED_STATEMENTS": value}) == []

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 from django.db.models import Count
@@ -120,6 +121,19 @@ def completed(queue: str) -> int:
     return Job.objects.filter(queue=queue, state="completed").count()
 
 
+def listening_server_connections(url: str) -> list[list[str]]:
+    """The channels each of the pool's server connections listens on, those that listen any: as many
+    transactions held open at once through the pooler as it has server connections, so each is
+    lent to one of them."""
+    sessions = [psycopg.connect(url) for _ in range(POOL_SIZE)]
+    try:
+        channels = [session.execute("SELECT pg_listening_channels()").fetchall() for session in sessions]
+        return [[row[0] for row in rows] for rows in channels if rows]
+    finally:
+        for session in sessions:
+            session.close()
+
+
 def test_workers_and_the_http_api_complete_every_job_through_pgbouncer_in_transaction_mode(pgbouncer, worker):
     name = connection.settings_dict["NAME"]
     # As docs/how-to/pgbouncer.md says: behind a transaction pooler, Django's
@@ -143,11 +157,15 @@ def test_workers_and_the_http_api_complete_every_job_through_pgbouncer_in_transa
         listening = worker("--queue", "listened", "--concurrency", "5",
                            env={"DATABASE_URL": pooled, "OJS_LISTEN_DATABASE_URL": database_url()})
         polling = worker("--queue", "polled", "--concurrency", "5", env={"DATABASE_URL": pooled, "OJS_LISTEN": "off"})
-        for queue in ("listened", "polled"):
+        # And one left at the default LISTEN = True: the pooled database is not LISTENed on (a LISTEN there
+        # stays on a server connection the pooler lends to others); it polls, and says so.
+        defaulted = worker("--queue", "defaulted", "--concurrency", "2", env={"DATABASE_URL": pooled})
+        defaulted.wait_for_output(r"no LISTEN there; polling")
+        for queue in ("listened", "polled", "defaulted"):
             push_over_http(wire, queue, 100)
         try:
-            wait_until(lambda: completed("listened") == completed("polled") == 100, PATIENCE * 3,
-                       "every job pushed over HTTP to complete", 0.2)
+            wait_until(lambda: completed("listened") == completed("polled") == completed("defaulted") == 100,
+                       PATIENCE * 3, "every job pushed over HTTP to complete", 0.2)
         except AssertionError as failed:
             states = list(Job.objects.values_list("queue", "state").annotate(n=Count("seq")))
             raise AssertionError(f"{failed}; jobs: {states}\nlistening:\n{listening.output[-3000:]}"
@@ -157,12 +175,19 @@ def test_workers_and_the_http_api_complete_every_job_through_pgbouncer_in_transa
             push_over_http(wire, queue, 10)
         wait_until(lambda: completed("listened") == completed("polled") == 110, PATIENCE,
                    "the late jobs to complete", 0.2)
+        # A web process's waiter, at the default LISTEN too, waits by polling through the pool.
+        push_over_http(wire, "defaulted", 1)
+        [waited] = Job.objects.filter(queue="defaulted").exclude(state="completed").values_list("id", flat=True)
+        status, _, body = wire.send("GET", f"/ojs/v1/jobs/{waited}/result?wait=true&timeout=30")
+        assert status == 200 and json.loads(body)["state"] == "completed", body
+        # No server connection of the pool was left listening, by a worker or by the waiter.
+        assert listening_server_connections(pgbouncer.url(name)) == []
 
     assert set(Job.objects.values_list("attempt", flat=True)) == {1}
     # Exactly once: the handlers' own records, one per job the workers ran.
-    assert Execution.objects.count() == 220
+    assert Execution.objects.count() == 321
     assert not Execution.objects.values("job_id").annotate(n=Count("id")).filter(n__gt=1).exists()
-    for process in (listening, polling):
+    for process in (listening, polling, defaulted):
         assert "Traceback" not in process.output, process.output[-3000:]
     # The pooler carried them: it logged their logins to the test database.
     assert f"db={name}" in pgbouncer.logins(), pgbouncer.logins()[-2000:]
