@@ -100,10 +100,10 @@ def test_retry_requeues_with_fresh_attempts(api, discard):
     assert api.get(f"/ojs/v1/dead-letter/{job.id}").status_code == 404
 
 
-def test_retry_of_a_job_that_is_not_discarded_is_409(api, push):
-    response = api.post(f"/ojs/v1/dead-letter/{push().id}/retry")
-    assert response.status_code == 409
-    assert response.json()["error"]["details"]["current_state"] == "available"
+def test_retry_of_a_job_that_is_not_discarded_is_404_it_is_not_in_the_dead_letter(api, push):
+    response = api.post(f"/ojs/v1/dead-letter/{push().id}/retry")  # openapi: 200 or 404
+    assert response.status_code == 404
+    assert response.json()["error"]["details"]["resource_type"] == "dead_letter_job"
 
 
 def test_delete_purges_the_job_and_its_history(api, discard):
