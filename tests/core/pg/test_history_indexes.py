@@ -100,7 +100,13 @@ def test_the_list_by_schedule_reads_the_scheduled_jobs_of_each_day_from_its_inde
 
 def test_a_creation_time_range_reads_the_days_it_covers_from_their_index(api, history):
     now = dt.datetime.now(dt.UTC)
-    since, until = (quote(f"{now - dt.timedelta(days=days):%Y-%m-%dT%H:%M:%SZ}") for days in (3, 2))
+    # A day's range ending late on the day before yesterday, whatever the time now: a range ending
+    # minutes into its day (a run just after midnight) is rightly found through created_at, not by
+    # walking that day's seq back from its newest job.
+    end_day = (now - dt.timedelta(days=2)).date()
+    until_at = dt.datetime.combine(end_day, dt.time(23), tzinfo=dt.UTC)
+    since_at = until_at - dt.timedelta(days=1)
+    since, until = (quote(f"{at:%Y-%m-%dT%H:%M:%SZ}") for at in (since_at, until_at))
     plan = list_plan(api, f"since={since}&until={until}")
     # Yesterday's partition holds a whole day of jobs and none of the range: it finds that through
     # its index on created_at, instead of being walked along seq to its end (or scanned).
@@ -109,14 +115,13 @@ def test_a_creation_time_range_reads_the_days_it_covers_from_their_index(api, hi
     assert f"ojs_job_created_completed_{now - dt.timedelta(days=1):%Y%m%d}" in found, plan
     # The day that holds the range's end (its newest jobs after the range) finds the range's newest
     # in the index of (seq, created_at) alone, walked from its newest entry, no row read to test it.
-    end_day = f"{now - dt.timedelta(days=2):%Y%m%d}"
-    [found, _] = [line for line in plan.splitlines() if f" on django_ojs_job_completed_{end_day} " in line]
-    assert f"Index Only Scan Backward using ojs_job_seq_created_completed_{end_day} " in found, plan
+    [found, _] = [line for line in plan.splitlines() if f" on django_ojs_job_completed_{end_day:%Y%m%d} " in line]
+    assert f"Index Only Scan Backward using ojs_job_seq_created_completed_{end_day:%Y%m%d} " in found, plan
     # A state named leaves the other states' partitions out, as the planner's pruning would.
     assert partitions.LIVE not in list_plan(api, f"since={since}&until={until}&state=completed")
     body = api.get(f"{ADMIN_JOBS}?since={since}&until={until}&per_page=100").json()
     made = [dt.datetime.fromisoformat(row["created_at"]) for row in body["items"]]
-    assert len(made) == 100 and all(now - dt.timedelta(days=3) <= at < now - dt.timedelta(days=2) for at in made)
+    assert len(made) == 100 and all(since_at <= at < until_at for at in made)
     seqs = list(Job.objects.filter(id__in=[row["id"] for row in body["items"]]).order_by("-seq")
                 .values_list("id", flat=True))
     assert [row["id"] for row in body["items"]] == [str(job_id) for job_id in seqs]
