@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar
+from typing import Any
 
 from django.core import checks
 from django.db import connections
@@ -69,7 +70,28 @@ def check_settings(app_configs=None, **kwargs):
         messages.extend(_prepared_behind_a_pooler())
     if "LISTEN" not in bad:
         messages.extend(_listen_behind_a_pooler())
+    messages.extend(_sqlite_writers_not_serialised())
     return messages
+
+
+def _sqlite_writers_not_serialised() -> list[checks.CheckMessage]:
+    """W008: SQLite without ``transaction_mode: IMMEDIATE``, which DESIGN invariant 10 stands on."""
+    from django.conf import settings
+
+    default: dict[str, Any] = settings.DATABASES.get("default", {})
+    options: dict[str, Any] = default.get("OPTIONS") or {}
+    if "sqlite3" not in default.get("ENGINE", "") or options.get("transaction_mode") == "IMMEDIATE":
+        return []
+    return [
+        checks.Warning(
+            "The default database is SQLite without OPTIONS 'transaction_mode': 'IMMEDIATE': a worker and a web "
+            "process writing at once fail with 'database is locked' midway through a transaction.",
+            hint="DATABASES['default']['OPTIONS'] = {'transaction_mode': 'IMMEDIATE', 'timeout': 30, "
+            "'init_command': 'PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;'}: writers then wait their "
+            "turn at BEGIN (docs/tutorial.md).",
+            id="django_ojs.W008",
+        )
+    ]
 
 
 def _listen_behind_a_pooler() -> list[checks.CheckMessage]:

@@ -176,6 +176,25 @@ def test_check_warns_that_listen_through_a_transaction_pooler_polls_instead(sett
         assert "OJS['LISTEN'] = 'direct'" in found[0].hint
 
 
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+@pytest.mark.parametrize(
+    ("default", "warned"),
+    [
+        ({"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}, True),  # startproject's own
+        ({"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3", "OPTIONS": {"timeout": 30}}, True),
+        ({"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3",
+          "OPTIONS": {"transaction_mode": "IMMEDIATE"}}, False),
+        (_postgres(), False),
+    ],
+)
+def test_check_warns_of_sqlite_whose_writers_would_fail_each_other(settings, default, warned):
+    settings.DATABASES = {"default": default}
+    found = [m for m in ours() if m.id == "django_ojs.W008"]
+    assert bool(found) == warned, found
+    if warned:
+        assert "'transaction_mode': 'IMMEDIATE'" in found[0].hint
+
+
 def test_prepared_statements_setting_takes_none_or_a_boolean(settings):
     for value in (None, True, False):
         assert problems({"PREPARED_STATEMENTS": value}) == []
