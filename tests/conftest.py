@@ -80,9 +80,10 @@ ERROR_KEYS = {"code", "message", "retryable", "details", "request_id", "hint", "
 def check_binding_response(response) -> None:
     """What every OJS response must carry (binding §6.5, §16; AUDIT §2.3).
 
-    Headers on every response; the error body on every error; never a 500.
+    Headers on every response; the error body on every error; never a 500 (a 503 is the
+    binding's backend_unavailable: the database away or, on SQLite, held by other writers).
     """
-    assert response.status_code < 500, getattr(response, "content", b"")[:500]
+    assert response.status_code < 500 or response.status_code == 503, getattr(response, "content", b"")[:500]
     assert response["OJS-Version"] == "1.0"
     assert response["X-Request-Id"]
     if getattr(response, "streaming", False):

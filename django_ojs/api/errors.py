@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..observe.outage import OutageWatch
+from ..observe.outage import OutageWatch, is_busy
 from ..protocol.errors import OJSError
 
 # The binding's version this server speaks (OJS-Version on every response, ojs-http-binding §3.2).
@@ -40,6 +40,8 @@ logger = logging.getLogger("django_ojs.api")
 # Seconds a client is asked to wait when the database is unreachable: about
 # what a restart or a failover takes.
 RETRY_AFTER = 5
+# Seconds a client waits before it retries a request that lost to other writers.
+BUSY_RETRY_AFTER = 1
 database_outage = OutageWatch("api", logger, meanwhile="answering 503 until it is back")
 
 STATUS = {
@@ -151,6 +153,14 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
         code, message, details, hint, retryable = (
             "backend_unavailable", "the database is unavailable", {"retry_after_seconds": RETRY_AFTER}, None, True)
         headers["Retry-After"] = str(RETRY_AFTER)
+    elif is_busy(exc):
+        # Rolled back whole, nothing written: the client's retry is the next try. Not an outage (the
+        # database answers) and not a fault of ours to trace: one line, no traceback.
+        logger.warning("request %s: SQLite stayed locked by other writers (%s)", request_id, exc)
+        code, message, details, hint, retryable = (
+            "backend_unavailable", "the database is busy with other writers", {"retry_after_seconds": BUSY_RETRY_AFTER},
+            "Retry the request; on SQLite, set OPTIONS 'transaction_mode': 'IMMEDIATE' (manage.py check, W008).", True)
+        headers["Retry-After"] = str(BUSY_RETRY_AFTER)
     else:
         logger.error("unexpected error (request %s)", request_id, exc_info=exc)
         message = (

@@ -54,6 +54,22 @@ def is_unavailable(exc: BaseException) -> bool:
     return code is None or code.startswith("08") or code in SERVER_GOING_AWAY
 
 
+# SQLite's busy timeout ran out: another writer held the file's lock all along. Contention, not an
+# outage and not a fault of ours (on PostgreSQL a deadlock is: our lock order broken, worth its trace).
+SQLITE_BUSY = ("database is locked", "database table is locked")
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True when ``exc`` is SQLite's "database is locked": the statement waited for other writers
+    past its timeout. Its transaction is rolled back whole; run again, it may well pass."""
+    if not _is(exc, "OperationalError"):
+        return False
+    error = exc.__cause__ if exc.__cause__ is not None else exc
+    if getattr(error, "sqlstate", getattr(error, "pgcode", _NO_SQLSTATE)) is not _NO_SQLSTATE:
+        return False
+    return any(text in str(error) for text in SQLITE_BUSY)
+
+
 def _is(exc: BaseException, name: str) -> bool:
     return any(cls.__name__ == name for cls in type(exc).__mro__)
 

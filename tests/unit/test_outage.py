@@ -164,8 +164,10 @@ def test_settled_only_some_time_after_an_outage_ended(clock):
         ),
         (psycopg.OperationalError("connection failed: Connection refused"), 503, "backend_unavailable"),
         (psycopg.errors.DeadlockDetected("deadlock detected"), 500, "backend_error"),
+        # Contention past SQLite's busy timeout: the database answers, the client may retry at once.
+        (sqlite3.OperationalError("database is locked"), 503, "backend_unavailable"),
     ],
-    ids=["admin shutdown", "refused", "deadlock"],
+    ids=["admin shutdown", "refused", "deadlock", "sqlite locked"],
 )
 def test_the_api_says_503_with_retry_after_only_when_the_database_is_away(driver_error, status, code):
     from django_ojs.api.errors import exception_handler
@@ -173,4 +175,5 @@ def test_the_api_says_503_with_retry_after_only_when_the_database_is_away(driver
     response = exception_handler(wrapped(driver_error), {})
     error = response.data["error"]
     assert (response.status_code, error["code"], error["retryable"]) == (status, code, True)
-    assert response.get("Retry-After") == ("5" if status == 503 else None)
+    busy = "locked" in str(driver_error)
+    assert response.get("Retry-After") == ("1" if busy else "5" if status == 503 else None)
