@@ -23,7 +23,7 @@ from ..protocol.cron import CronError, parse_schedule, validate_timezone
 from ..protocol.cron_jobs import CronSpec
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import JobSpec, parse_job
-from ..protocol.errors import NotFound, OJSError
+from ..protocol.errors import Conflict, NotFound, OJSError
 from ..protocol.retry import parse_policy
 from ..protocol.states import TERMINAL
 from . import events, maintenance_mode
@@ -35,14 +35,28 @@ logger = logging.getLogger("django_ojs.cron")
 
 
 def register(spec: CronSpec) -> tuple[CronJob, bool]:
-    """Create or update a schedule by name (ojs-cron §8.1 upsert); True when created."""
+    """Create or update a schedule by name (ojs-cron §8.1 upsert); True when created. A schedule
+    declared in code is refused (``declared_in_code``)."""
     with transaction.atomic():
         now = db_now()
         fields = _fields(spec, now)
+        declared_in_code(CronJob.objects.select_for_update().filter(name=spec.name).first(), "changed")
         cron, created = CronJob.objects.update_or_create(
             name=spec.name, defaults=fields, create_defaults={**fields, "created_at": now}
         )
     return cron, created
+
+
+def declared_in_code(cron: CronJob | None, move: str) -> None:
+    """Refuse to change a schedule declared in code (``OJS["CRON"]``, ``@job(cron=...)``) any other
+    way: the next reaper's start would put the code's back (or delete it once the code drops it),
+    and the change, answered as done, would be lost without a word."""
+    if cron is not None and cron.from_code:
+        raise Conflict(
+            f"cron job {cron.name!r} is declared in code (OJS['CRON'] or @job(cron=...)): it is {move} there; "
+            "a change made here would be undone at the next reaper start",
+            details={"resource_type": "cron", "resource_id": cron.name, "from_code": True},
+        )
 
 
 def sync_from_code(specs: Sequence[CronSpec]) -> dict[str, list[str]]:
@@ -101,6 +115,7 @@ def unregister(name: str) -> CronJob:
         cron = CronJob.objects.select_for_update().filter(name=name).first()
         if cron is None:
             raise NotFound(f"cron job {name!r} not found", details={"resource_type": "cron", "resource_id": name})
+        declared_in_code(cron, "removed")
         # A queryset delete keeps the instance's name for the reply.
         CronJob.objects.filter(name=name).delete()
     return cron

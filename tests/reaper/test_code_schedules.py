@@ -14,6 +14,7 @@ from django_ojs.handlers.registry import declared_schedules as declared
 from django_ojs.handlers.registry import registry
 from django_ojs.models import CronJob, Job
 from django_ojs.protocol.cron_jobs import CronSpec, schedule_from_setting, validate_template
+from tests.conftest import MEDIA_TYPE
 from tests.helpers import ago
 from tests.waiting import PATIENCE, wait_until
 
@@ -110,6 +111,25 @@ def test_a_code_schedule_takes_over_an_http_one_of_its_name(settings, caplog):
     row = CronJob.objects.get(name="reports.nightly")
     assert row.from_code and row.expression == "0 3 * * *"
     assert "registered over HTTP" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_code_schedule_is_changed_in_code_only_not_over_http(settings, api):
+    """Changed or deleted over HTTP, it came back at the next reaper start: the change was lost, though
+    answered as done. Now refused, 409, and the row is as the code left it."""
+    settings.OJS = {"CRON": [nightly()]}
+    CronJob.objects.sync_from_code(declared())
+    before = CronJob.objects.filter(name="reports.nightly").values().get()
+    changed = api.client.post("/ojs/v1/cron", json.dumps(nightly(cron="0 5 * * *")), content_type=MEDIA_TYPE)
+    deleted = api.client.delete("/ojs/v1/cron/reports.nightly")
+    for response in (changed, deleted):
+        error = response.json()["error"]
+        assert (response.status_code, error["code"], error["details"]["from_code"]) == (409, "conflict", True)
+        assert "declared in code" in error["message"]
+    assert CronJob.objects.filter(name="reports.nightly").values().get() == before
+    # A schedule registered over HTTP is still the API's to change and delete.
+    http_schedule("ops.ping")
+    assert api.client.delete("/ojs/v1/cron/ops.ping").status_code == 200
 
 
 def test_setting_entries_take_the_bindings_shape():
