@@ -165,6 +165,33 @@ def settle_many(settlements: Sequence[Settlement], *, holding: str | None = None
     return verdicts
 
 
+def written_before(settlements: Sequence[Settlement]) -> list[bool]:
+    """For each settlement ``settle_many`` refused: is its outcome in the store already, written
+    under its own lease? A turn whose COMMIT went through while its reply was lost (the connection
+    dropped, the pooler restarted) is sent again and refused -- the attempt is no longer held,
+    because that very settlement settled it. A completion: the job completed at that attempt by
+    that worker. A failure: the attempt's error, recorded with that worker's id. A release charges
+    no attempt and leaves no error: it cannot be told from a recovery, and reads as not written."""
+    if not settlements:
+        return []
+    jobs = {str(job.id): job for job in Job.objects.filter(id__in=[s.job_id for s in settlements])
+            .only("id", "seq", "state", "attempt", "worker_id")}
+    failed = {(seq, attempt, (details or {}).get("worker_id"))
+              for seq, attempt, details in JobError.objects.filter(job_id__in=[job.seq for job in jobs.values()])
+              .values_list("job_id", "attempt", "details")}
+    found = []
+    for settlement in settlements:
+        job, lease = jobs.get(str(settlement.job_id)), settlement.lease
+        if job is None or settlement.requeue:
+            found.append(False)
+        elif settlement.failure is None:
+            found.append(job.state == JobState.COMPLETED and job.attempt == lease.attempt
+                         and job.worker_id == lease.worker_id)
+        else:
+            found.append((job.seq, lease.attempt, lease.worker_id) in failed)
+    return found
+
+
 def ack_many(settlements: Sequence[Settlement]) -> list[Exception | None]:
     """ACK many attempts in one transaction: for each, None if it completed, else the error a
     single ``ack`` of it would have raised (404, or 409 naming the state or the lease).

@@ -55,7 +55,7 @@ from django.utils import timezone
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..core import coverage, workers
+from ..core import coverage, settle, workers
 from ..core.awaiting import listen_alias, pooled
 from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
@@ -599,6 +599,26 @@ class Runtime:
             or now - self._oldest_unwritten >= self.config.ack_flush_window
         )
 
+    def _written_before(self, batch: list[Execution], verdicts: list[Verdict]) -> list[Verdict]:
+        """``verdicts``, each refusal of an outcome the store holds already, written by this very
+        lease, read as written: a turn that committed while its reply was lost (a connection
+        dropped at COMMIT, a pooler restarted) was sent again. It is no job cancelled or recovered
+        meanwhile, and counting it dropped contradicted the store."""
+        refused = [index for index, verdict in enumerate(verdicts) if verdict is Verdict.REFUSED]
+        if not refused:
+            return verdicts
+        try:
+            written = settle.written_before(self._settlements([batch[index] for index in refused]))
+        except DatabaseError:
+            return verdicts  # not known: said refused, as the store said
+        verdicts = list(verdicts)
+        for index, was_written in zip(refused, written):
+            if was_written:
+                verdicts[index] = Verdict.COMPLETED if batch[index].outcome.failure is None else Verdict.FAILED
+                logger.info("job %s (%s): its outcome was written before the connection dropped",
+                            batch[index].job_id, batch[index].job.type)
+        return verdicts
+
     def _settlements(self, batch: list[Execution]) -> list[Settlement]:
         settlements = []
         for execution in batch:
@@ -617,6 +637,7 @@ class Runtime:
     def _outcomes_written(self, batch: list[Execution], verdicts: list[Verdict]) -> None:
         if not batch:
             return
+        verdicts = self._written_before(batch, verdicts)
         for execution, verdict in zip(batch, verdicts):
             failure = execution.outcome.failure
             if verdict is Verdict.COMPLETED:

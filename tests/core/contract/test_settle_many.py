@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from django.db import connections
 
+from django_ojs.core import settle
 from django_ojs.core.types import Lease, Settlement, Verdict
 from django_ojs.models import Job, Worker
 from django_ojs.protocol.failure import Failure
@@ -48,6 +49,23 @@ def test_settle_many_completes_and_fails_held_attempts_and_refuses_lost_ones(cla
     assert history(failed) == [(1, "Boom")]
     assert (reload(owned_by_other).state, reload(owned_by_other).result) == ("active", None)
     assert reload(reaped).state == "available"
+
+
+def test_a_batch_sent_again_after_its_commit_is_refused_and_known_as_written_by_its_own_lease(claim):
+    """A turn whose COMMIT went through while its reply was lost is sent again: refused, the attempts
+    being settled -- by that very batch, which ``written_before`` tells from a job taken away."""
+    done, failed, recovered, cancelled = (claim("w1", retry={"max_attempts": 3}) for _ in range(4))
+    update(recovered, lease_expires_at=ago(seconds=1))
+    Job.objects.requeue_lapsed(10)  # the reaper's: an error for its attempt, not the worker's
+    Job.objects.cancel(cancelled.id)
+    failure = Failure(type="Boom", message="it broke", retryable=True, details={"worker_id": "w1"})
+    batch = [Settlement(done.id, Lease("w1", 1), result={"n": 1}), Settlement(failed.id, Lease("w1", 1), failure=failure),
+             Settlement(recovered.id, Lease("w1", 1), result="late"), Settlement(cancelled.id, Lease("w1", 1))]
+    assert Job.objects.settle_many(batch) == [Verdict.COMPLETED, Verdict.FAILED, Verdict.REFUSED, Verdict.REFUSED]
+    assert Job.objects.settle_many(batch) == [Verdict.REFUSED] * 4  # sent again
+    assert settle.written_before(batch) == [True, True, False, False]
+    # Another worker's lease is not this one's, though the job completed at that attempt.
+    assert settle.written_before([Settlement(done.id, Lease("w2", 1))]) == [False]
 
 
 def test_a_requeued_failure_releases_the_job_without_charging_the_attempt(claim):
