@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..observe.outage import OutageWatch, is_busy
+from ..observe.outage import OutageWatch, is_busy, summary
 from ..protocol.errors import OJSError
 
 # The binding's version this server speaks (OJS-Version on every response, ojs-http-binding §3.2).
@@ -162,7 +162,7 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
             "Retry the request; on SQLite, set OPTIONS 'transaction_mode': 'IMMEDIATE' (manage.py check, W008).", True)
         headers["Retry-After"] = str(BUSY_RETRY_AFTER)
     else:
-        logger.error("unexpected error (request %s)", request_id, exc_info=exc)
+        logger.error("unexpected error (request %s): %s", request_id, summary(exc), exc_info=exc)
         message = (
             "the database reported an error"
             if isinstance(exc, DatabaseError)

@@ -86,9 +86,20 @@ def retry_on_new_connection(call: Callable[[], T]) -> T:
 
 
 def summary(exc: BaseException) -> str:
-    """The error's first line: drivers add hints on further lines that a log line does not need."""
+    """The error's first line (drivers add hints on further lines that a log line does not need),
+    and what a prepared statement's failure most likely means."""
     lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    line = lines[0] if lines else type(exc).__name__
+    if PREPARED in line:
+        line += f" -- {POOLER_HINT}"
+    return line
+
+
+# A server-side prepared statement missing, duplicated or another client's under its name: what
+# PgBouncer in transaction mode (before 1.21) does to them. Read as an outage, it misleads.
+PREPARED = "prepared statement"
+POOLER_HINT = ("behind a transaction pooler? set DISABLE_SERVER_SIDE_CURSORS = True on the database "
+               "(docs/how-to/pgbouncer.md)")
 
 
 class OutageWatch:

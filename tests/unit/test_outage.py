@@ -177,3 +177,15 @@ def test_the_api_says_503_with_retry_after_only_when_the_database_is_away(driver
     assert (response.status_code, error["code"], error["retryable"]) == (status, code, True)
     busy = "locked" in str(driver_error)
     assert response.get("Retry-After") == ("1" if busy else "5" if status == 503 else None)
+
+
+def test_a_prepared_statement_gone_astray_is_said_to_be_a_pooler_not_just_an_outage(caplog):
+    """Behind PgBouncer in transaction mode without the flag, prepared statements fail in ways the
+    driver reports as a protocol error: the log line names the setting, not only an outage."""
+    error = wrapped(psycopg.errors.lookup("08P01")(
+        'bind message supplies 8 parameters, but prepared statement "_pg3_0" requires 10'))
+    watch = OutageWatch("worker", logging.getLogger("test.outage"))
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        assert watch.failed(error)
+    assert "DISABLE_SERVER_SIDE_CURSORS" in caplog.text and "pgbouncer.md" in caplog.text
+    assert "DISABLE_SERVER_SIDE_CURSORS" not in outage.summary(wrapped(psycopg.errors.AdminShutdown("shutdown")))
