@@ -193,8 +193,10 @@ def _member(member: object, path: str, where: str, depth: int, errors: _Errors, 
         if not isinstance(key, str) or not key or len(key) > 255:
             errors.add(f"{where}.id", "a DAG step needs an id: a non-empty string")
         member = {k: v for k, v in member.items() if k not in ("id", "depends_on")}
-        node = _job(member, path, where, errors, job_options)
-        if node is not None and isinstance(key, str):
+        # A step refused for its job keeps its id on the stand-in: the steps that depend on it, and a
+        # second step of its id, are judged as they are, not told "no step has id".
+        node = _job(member, path, where, errors, job_options) or Node(path=path, kind="job")
+        if isinstance(key, str):
             node.key = key
         return node
     return _job(member, path, where, errors, job_options)

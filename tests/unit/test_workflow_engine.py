@@ -59,6 +59,14 @@ def test_every_fault_is_listed_with_its_path():
     assert [e["path"] for e in refused.value.details["validation_errors"]] == ["$.steps[0].type", "$.steps[1].args"]
 
 
+def test_a_dag_step_refused_for_its_job_keeps_its_id_for_the_steps_after_it():
+    """Its fault is listed, and only its: the step that depends on it is not told its id is missing."""
+    with pytest.raises(InvalidRequest) as refused:
+        parse({"type": "dag", "steps": [{"id": "a", "args": []},
+                                         {"id": "b", "depends_on": ["a"], "type": "ok", "args": []}]}, max_jobs=9)
+    assert [e["path"] for e in refused.value.details["validation_errors"]] == ["$.steps[0].type"]
+
+
 def test_the_tree_survives_its_json_form():
     root = parse({"type": "batch", "name": "n", "jobs": [{"type": "chain", "steps": [job("a"), job("b")]}],
                   "callbacks": {"on_failure": job("f")}}, max_jobs=9)
