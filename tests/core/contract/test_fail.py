@@ -169,6 +169,19 @@ def test_a_release_returns_the_job_at_once_without_charging_an_attempt(claim):
     assert reload(job).state == "discarded"
 
 
+# Logged once the transaction commits: the test commits.
+@pytest.mark.django_db(transaction=True)
+def test_past_a_release_the_log_says_the_attempts_charged_beside_the_attempt(claim, caplog):
+    """A release charges no attempt: "attempt 2/1 failed" would read as a broken policy."""
+    caplog.set_level(logging.INFO, logger="django_ojs.jobs")
+    job = claim("w1", options={"retry": {"max_attempts": 1, "on_exhaustion": "discard"}})
+    fail(job, "shutdown", message="worker stopping", retryable=False, requeue=True)
+    [again] = Job.objects.fetch([job.queue], worker_id="w2")
+    fail(again, "ValueError", message="bad row 7")
+    [(_, line)] = fate_lines(caplog)  # the release is no failure of the job's: not logged as one
+    assert line.startswith(f"job {job.id} (test.job) attempt 2 (1/1 charged) failed: ValueError: bad row 7; ")
+
+
 def test_each_failure_is_one_history_row_with_its_attempt_number(claim):
     job = claim("w1", options={"retry": {**NO_JITTER, "max_attempts": 3}})
     fail(job, "First")
