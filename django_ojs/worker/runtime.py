@@ -139,6 +139,8 @@ class WorkerConfig:
 class Stats:
     completed: int = 0
     failed: int = 0
+    # Attempts given back uncharged (a shutdown, a handler gone since the claim): no failure of the job's.
+    released: int = 0
     # Outcomes the store refused: the job was cancelled or recovered meanwhile.
     dropped: int = 0
     # Attempts whose handler snoozed or waits for a signal: the job is back in the store.
@@ -325,8 +327,8 @@ class Runtime:
             self._health.stop()
         self._waker.close()
         logger.info(
-            "worker %s stopped: %d completed, %d failed, %d parked, %d dropped, at most %d of %d slots in use",
-            self.id, self.stats.completed, self.stats.failed, self.stats.parked, self.stats.dropped,
+            "worker %s stopped: %d completed, %d failed, %d released, %d parked, %d dropped, at most %d of %d slots in use",
+            self.id, self.stats.completed, self.stats.failed, self.stats.released, self.stats.parked, self.stats.dropped,
             self.stats.max_in_flight, self.config.concurrency,
         )
         return 0 if clean else 1
@@ -642,6 +644,8 @@ class Runtime:
             failure = execution.outcome.failure
             if verdict is Verdict.COMPLETED:
                 self.stats.completed += 1
+            elif verdict is Verdict.FAILED and failure is not None and failure.type in failures.RELEASED:
+                self.stats.released += 1
             elif verdict is Verdict.FAILED:
                 # The store logs what became of it (core/settle.py: retry at, or kept as what until when).
                 self.stats.failed += 1
