@@ -13,6 +13,10 @@ from ..models import Queue
 from . import events
 from .clock import db_now
 
+# The channel a trigger NOTIFYs with a queue's name when jobs become available in it (migrations
+# 0002, 0011), and a resume does too; idle workers LISTEN on it (worker/listener.py).
+AVAILABLE_CHANNEL = "ojs_available"
+
 
 def pause(name: str) -> Queue:
     """Stop FETCH from handing out this queue's jobs; enqueueing still works."""
@@ -32,7 +36,7 @@ def _set_paused(name: str, paused: bool) -> Queue:
         events.record([events.other_event("queue.paused" if paused else "queue.resumed", now, queue=name)])
         if not paused and connection.vendor == "postgresql":
             # Its waiting jobs are to be had again: wake the idle workers of the queue at commit, as a
-            # PUSH does (the channel of worker/listener.py), not at their next poll seconds later.
+            # PUSH does, not at their next poll seconds later.
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_notify('ojs_available', %s)", [name])
+                cursor.execute("SELECT pg_notify(%s, %s)", [AVAILABLE_CHANNEL, name])
     return queue

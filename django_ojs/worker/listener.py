@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from ..core.queues import AVAILABLE_CHANNEL
 from ..observe.outage import OutageWatch
 
 logger = logging.getLogger("django_ojs.worker")
 
-CHANNEL = "ojs_available"
+CHANNEL = AVAILABLE_CHANNEL
 # How often the listening thread looks up from notifies() to see if it must stop.
 STOP_CHECK = 0.25
 RECONNECT_DELAY = 1.0
