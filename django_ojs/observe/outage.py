@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, close_old_connections
 
@@ -32,6 +32,14 @@ T = TypeVar("T")
 SERVER_GOING_AWAY = frozenset({"57P01", "57P02", "57P03", "53300"})
 # SQLite's (a locked database is contention, not an outage).
 SQLITE_UNAVAILABLE = ("unable to open database file",)
+# SQLite's busy timeout ran out: another writer held the file's lock all along. Contention, not an
+# outage and not a fault of ours (on PostgreSQL a deadlock is: our lock order broken, worth its trace).
+SQLITE_BUSY = ("database is locked", "database table is locked")
+# A server-side prepared statement missing, duplicated or another client's under its name: what
+# PgBouncer in transaction mode (before 1.21) does to them. Read as an outage, it misleads.
+PREPARED = "prepared statement"
+POOLER_HINT = ("behind a transaction pooler? set DISABLE_SERVER_SIDE_CURSORS = True on the database "
+               "(docs/how-to/pgbouncer.md)")
 _NO_SQLSTATE = object()
 
 
@@ -45,18 +53,11 @@ def is_unavailable(exc: BaseException) -> bool:
         return True  # the connection is closed
     if not _is(exc, "OperationalError"):
         return False
-    # Django re-raises the driver's error with the driver's as its cause.
-    error = exc.__cause__ if exc.__cause__ is not None else exc
-    code = getattr(error, "sqlstate", getattr(error, "pgcode", _NO_SQLSTATE))  # psycopg 3, psycopg2
+    error, code = _driver_error(exc)
     if code is _NO_SQLSTATE:
         return any(text in str(error) for text in SQLITE_UNAVAILABLE)
     # No SQLSTATE: the server never answered (refused, reset, closed unexpectedly).
     return code is None or code.startswith("08") or code in SERVER_GOING_AWAY
-
-
-# SQLite's busy timeout ran out: another writer held the file's lock all along. Contention, not an
-# outage and not a fault of ours (on PostgreSQL a deadlock is: our lock order broken, worth its trace).
-SQLITE_BUSY = ("database is locked", "database table is locked")
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -64,10 +65,15 @@ def is_busy(exc: BaseException) -> bool:
     past its timeout. Its transaction is rolled back whole; run again, it may well pass."""
     if not _is(exc, "OperationalError"):
         return False
+    error, code = _driver_error(exc)
+    return code is _NO_SQLSTATE and any(text in str(error) for text in SQLITE_BUSY)
+
+
+def _driver_error(exc: BaseException) -> tuple[BaseException, Any]:
+    """The driver's error (Django re-raises it as the cause of its own) and its SQLSTATE: psycopg 3's
+    or psycopg2's, None where the server never answered, ``_NO_SQLSTATE`` for SQLite."""
     error = exc.__cause__ if exc.__cause__ is not None else exc
-    if getattr(error, "sqlstate", getattr(error, "pgcode", _NO_SQLSTATE)) is not _NO_SQLSTATE:
-        return False
-    return any(text in str(error) for text in SQLITE_BUSY)
+    return error, getattr(error, "sqlstate", getattr(error, "pgcode", _NO_SQLSTATE))
 
 
 def _is(exc: BaseException, name: str) -> bool:
@@ -93,13 +99,6 @@ def summary(exc: BaseException) -> str:
     if PREPARED in line:
         line += f" -- {POOLER_HINT}"
     return line
-
-
-# A server-side prepared statement missing, duplicated or another client's under its name: what
-# PgBouncer in transaction mode (before 1.21) does to them. Read as an outage, it misleads.
-PREPARED = "prepared statement"
-POOLER_HINT = ("behind a transaction pooler? set DISABLE_SERVER_SIDE_CURSORS = True on the database "
-               "(docs/how-to/pgbouncer.md)")
 
 
 class OutageWatch:
