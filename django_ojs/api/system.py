@@ -349,7 +349,8 @@ class MetricsView(OJSView):
         if not ojs_settings.METRICS:
             raise NotFound('metrics are off: set OJS["METRICS"] = True (and install django-ojs[prometheus])',
                            details={"resource_type": "endpoint", "resource_id": "metrics"},
-                           hint="This endpoint serves only with the metrics on: the Metrics how-to of the django-ojs docs says how.")
+                           hint="This endpoint serves only with the metrics on: "
+                                "the Metrics how-to of the django-ojs docs says how.")
         # The "prometheus" extra: imported only with the metrics on.
         from prometheus_client import CONTENT_TYPE_LATEST
 

@@ -105,9 +105,10 @@ DEFAULTS: dict[str, Any] = {
     "LISTEN_POLL_INTERVAL": 5.0,
     # Where an idle worker (and a web process's waiters) LISTENs for new jobs:
     # `True` the `default` database, unless it carries `DISABLE_SERVER_SIDE_CURSORS`
-    # (a transaction pooler: then it polls, `django_ojs.W007`); a database alias (behind PgBouncer in transaction mode, one that reaches
-    # PostgreSQL directly: notifications need a session of their own); `False`
-    # nowhere, the worker polls every `POLL_INTERVAL`.
+    # (a transaction pooler: then it polls, `django_ojs.W007`); a database alias
+    # (behind PgBouncer in transaction mode, one that reaches PostgreSQL directly:
+    # notifications need a session of their own); `False` nowhere, the worker polls
+    # every `POLL_INTERVAL`.
     "LISTEN": True,
     # Most completions written at once.
     "ACK_BATCH_SIZE": 500,

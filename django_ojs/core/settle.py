@@ -432,7 +432,8 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
     # failed; retry at" read as a broken policy. Then the attempts charged are said beside it.
     charged = f"/{job.max_attempts}" if not job.releases else (
         f" ({job.attempt - job.releases}/{job.max_attempts} charged)")
-    head = f"job {job.id} ({job.type}) attempt {job.attempt}{charged} failed: {failure.type}: {_log_excerpt(failure.message)}"
+    head = (f"job {job.id} ({job.type}) attempt {job.attempt}{charged} failed: {failure.type}: "
+            f"{_log_excerpt(failure.message)}")
     if ended is not None:
         until = format_timestamp(job.kept_until) if job.kept_until else "-"
         line = f"{head}; {GAVE_UP.get(ended.reason, ended.reason)} → {KEPT_WORDS[job.dead_letter]}, kept until {until}"

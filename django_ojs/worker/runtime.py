@@ -327,9 +327,10 @@ class Runtime:
             self._health.stop()
         self._waker.close()
         logger.info(
-            "worker %s stopped: %d completed, %d failed, %d released, %d parked, %d dropped, at most %d of %d slots in use",
-            self.id, self.stats.completed, self.stats.failed, self.stats.released, self.stats.parked, self.stats.dropped,
-            self.stats.max_in_flight, self.config.concurrency,
+            "worker %s stopped: %d completed, %d failed, %d released, %d parked, %d dropped, "
+            "at most %d of %d slots in use",
+            self.id, self.stats.completed, self.stats.failed, self.stats.released, self.stats.parked,
+            self.stats.dropped, self.stats.max_in_flight, self.config.concurrency,
         )
         return 0 if clean else 1
 

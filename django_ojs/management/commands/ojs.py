@@ -268,6 +268,8 @@ def positive_int(value: str) -> int:
 
 
 def _counts_cell(queue: dict[str, Any]) -> str:
-    """A queue's states with jobs, ``=`` an exact count and ``≈`` the planner's estimate, as the admin writes it."""
+    """A queue's states with jobs, ``=`` an exact count and ``≈`` the planner's estimate, as the admin
+    writes it."""
     estimated = set(queue["counts_estimated"])
-    return " ".join(f"{state}{'≈' if state in estimated else '='}{n}" for state, n in queue["counts"].items() if n) or "-"
+    shown = [f"{state}{'≈' if state in estimated else '='}{n}" for state, n in queue["counts"].items() if n]
+    return " ".join(shown) or "-"
