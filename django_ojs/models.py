@@ -703,6 +703,10 @@ class CronJob(models.Model):
     # Declared in code (@job(cron=...), OJS["CRON"]): the reaper's start-up
     # sync may change or delete it; schedules registered over HTTP it leaves alone.
     from_code = models.BooleanField(default=False)
+    # What the code last declared for ``enabled`` (None: registered over HTTP, or not yet
+    # synced since this column came). While the code's declaration stays the same, an
+    # operator's enable or disable stands (it is their switch); a new declaration wins.
+    declared_enabled = models.BooleanField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

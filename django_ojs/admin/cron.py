@@ -55,9 +55,15 @@ class CronJobAdmin(ConsoleAdmin):
 
     @admin.display(description="status", ordering="enabled")
     def status(self, cron: CronJob) -> SafeString:
-        if cron.enabled:
-            return format_html('<span class="ojs-running">{}</span>', "enabled")
-        return format_html('<span class="ojs-paused">{}</span>', "disabled")
+        state = (format_html('<span class="ojs-running">{}</span>', "enabled") if cron.enabled
+                 else format_html('<span class="ojs-paused">{}</span>', "disabled"))
+        if schedules.overridden_here(cron):
+            declared = "enabled" if cron.declared_enabled else "disabled"
+            return format_html('{} <span class="ojs-quiet" title="{}">here; the code declares it {}</span>', state,
+                               "kept across reaper restarts until the code's own enabled changes", declared)
+        if cron.from_code:
+            return format_html('{}<br><span class="ojs-quiet">{}</span>', state, "declared in code")
+        return state
 
     @admin.display(description="next fire", ordering="next_run_at")
     def next_fire(self, cron: CronJob) -> SafeString | str:

@@ -32,6 +32,8 @@ def render_cron(cron: CronJob) -> dict[str, Any]:
         "overlap_policy": cron.overlap_policy,
         "enabled": cron.enabled,
         "status": "active" if cron.enabled else "disabled",
+        # Declared in code: changed there only (a POST or DELETE of it is a 409).
+        "from_code": cron.from_code,
         "description": cron.description or None,
         "last_run_at": format_timestamp(cron.last_run_at),
         "next_run_at": format_timestamp(cron.next_run_at),

@@ -62,7 +62,8 @@ def declared_in_code(cron: CronJob | None, move: str) -> None:
 def sync_from_code(specs: Sequence[CronSpec]) -> dict[str, list[str]]:
     """Make the schedules declared in code the store's: ``{"added", "changed", "removed", "unchanged"}``.
 
-    Only rows marked ``from_code`` are changed or removed; a code schedule
+    Only rows marked ``from_code`` are changed or removed; an operator's enable or
+    disable of one stands while the code declares the same ``enabled``; a code schedule
     whose name an HTTP registration took takes it over (and says so in
     the log). An unchanged schedule keeps its ``next_run_at``, so a
     reaper restart neither skips nor repeats an occurrence. Several
@@ -91,12 +92,15 @@ def _sync_from_code(specs: Sequence[CronSpec]) -> dict[str, list[str]]:
         now = db_now()
         for name, spec in sorted(wanted.items()):
             row = rows.get(name)
-            if row is not None and row.from_code and _same(row, spec):
+            enabled = _enabled_after_sync(row, spec)
+            if row is not None and row.from_code and _same(row, spec) and row.enabled == enabled:
+                if row.declared_enabled != spec.enabled:
+                    CronJob.objects.filter(name=name).update(declared_enabled=spec.enabled)
                 outcome["unchanged"].append(name)
                 continue
             if row is not None and not row.from_code:
                 logger.warning("cron %s was registered over HTTP; the schedule declared in code replaces it", name)
-            fields = _fields(spec, now)
+            fields = {**_fields(spec, now, enabled=enabled), "declared_enabled": spec.enabled}
             if row is None:
                 CronJob.objects.create(name=name, from_code=True, created_at=now, **fields)
                 outcome["added"].append(name)
@@ -108,6 +112,21 @@ def _sync_from_code(specs: Sequence[CronSpec]) -> dict[str, list[str]]:
             CronJob.objects.filter(name__in=gone, from_code=True).delete()
         outcome["removed"] = gone
     return outcome
+
+
+def _enabled_after_sync(row: CronJob | None, spec: CronSpec) -> bool:
+    """The code's ``enabled``, unless an operator switched the schedule since the code last
+    declared the same: their enable or disable (the admin's) stands until the code's own
+    ``enabled`` changes. A reaper start must not turn back on a schedule an operator
+    stopped at 3 a.m."""
+    if row is not None and row.from_code and row.declared_enabled == spec.enabled:
+        return row.enabled
+    return spec.enabled
+
+
+def overridden_here(cron: CronJob) -> bool:
+    """A schedule declared in code whose ``enabled`` an operator has set against the code's."""
+    return cron.from_code and cron.declared_enabled is not None and cron.enabled != cron.declared_enabled
 
 
 def unregister(name: str) -> CronJob:
@@ -143,7 +162,10 @@ def fire_due(limit: int) -> int:
 
 
 def set_enabled(name: str, enabled: bool) -> CronJob | None:
-    """Enable (next run from now) or disable a schedule; None if it was already so or is gone."""
+    """Enable (next run from now) or disable a schedule; None if it was already so or is gone.
+
+    On a schedule declared in code too: the operator's switch outlives reaper restarts
+    until the code's own ``enabled`` changes (``_enabled_after_sync``)."""
     with transaction.atomic():
         cron = CronJob.objects.select_for_update().filter(name=name).first()
         if cron is None or cron.enabled == enabled:
@@ -217,26 +239,28 @@ def _job_spec(cron: CronJob, occurrence: dt.datetime) -> JobSpec:
     return spec
 
 
-def _fields(spec: CronSpec, now: dt.datetime) -> dict[str, Any]:
+def _fields(spec: CronSpec, now: dt.datetime, *, enabled: bool | None = None) -> dict[str, Any]:
+    """The row's columns for ``spec``; ``enabled`` when it is not the spec's (``_enabled_after_sync``)."""
+    enabled = spec.enabled if enabled is None else enabled
     return {
         "expression": spec.expression,
         "timezone": spec.timezone,
         "job_template": spec.job_template,
         "overlap_policy": spec.overlap_policy,
-        "enabled": spec.enabled,
+        "enabled": enabled,
         "description": spec.description,
-        "next_run_at": _next_run(spec.expression, spec.timezone, now, anchor=now) if spec.enabled else None,
+        "next_run_at": _next_run(spec.expression, spec.timezone, now, anchor=now) if enabled else None,
         "updated_at": now,
     }
 
 
 def _same(row: CronJob, spec: CronSpec) -> bool:
+    """Declared as ``spec``, ``enabled`` aside (``_enabled_after_sync`` decides it)."""
     return (
         row.expression == spec.expression
         and row.timezone == spec.timezone
         and row.job_template == spec.job_template
         and row.overlap_policy == spec.overlap_policy
-        and row.enabled == spec.enabled
         and row.description == spec.description
     )
 

@@ -59,6 +59,16 @@ def test_cron_actions_disable_enable_and_fire_now(admin_client):
     assert "0 done, 1 skipped" in messages_of(skipped)[0]
 
 
+def test_the_cron_page_says_when_an_operator_has_switched_a_code_schedule(admin_client):
+    CronJob.objects.sync_from_code([CronSpec(name="digest", expression="0 * * * *", timezone="UTC",
+                                             job_template={"type": "report.build", "args": []})])
+    url = reverse("admin:django_ojs_cronjob_changelist")
+    assert "declared in code" in admin_client.get(url).content.decode()
+    run_action(admin_client, "cronjob", "disable_schedules", ["digest"])
+    page = admin_client.get(url).content.decode()
+    assert "disabled</span> <span" in page and "here; the code declares it enabled" in page
+
+
 def test_a_viewer_sees_the_cron_page_but_cannot_act(client):
     client.force_login(staff_with(["view_cronjob"], "viewer"))
     register_cron()

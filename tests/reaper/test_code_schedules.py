@@ -127,9 +127,55 @@ def test_a_code_schedule_is_changed_in_code_only_not_over_http(settings, api):
         assert (response.status_code, error["code"], error["details"]["from_code"]) == (409, "conflict", True)
         assert "declared in code" in error["message"]
     assert CronJob.objects.filter(name="reports.nightly").values().get() == before
+    # The reply says which schedules are the code's.
+    assert api.client.get("/ojs/v1/cron/reports.nightly").json()["cron"]["from_code"] is True
     # A schedule registered over HTTP is still the API's to change and delete.
     http_schedule("ops.ping")
+    assert api.client.get("/ojs/v1/cron/ops.ping").json()["cron"]["from_code"] is False
     assert api.client.delete("/ojs/v1/cron/ops.ping").status_code == 200
+
+
+@pytest.mark.django_db
+def test_an_operators_switch_of_a_code_schedule_stands_until_the_codes_enabled_changes(settings):
+    """Disabled in the admin at 3 a.m., a code schedule came back on at the next reaper start."""
+    def row():
+        return CronJob.objects.get(name="reports.nightly")
+
+    settings.OJS = {"CRON": [nightly()]}
+    CronJob.objects.sync_from_code(declared())
+    CronJob.objects.set_enabled("reports.nightly", False)
+    assert CronJob.objects.sync_from_code(declared())["unchanged"] == ["reports.nightly"]
+    assert (row().enabled, row().next_run_at) == (False, None)
+
+    # Changed in code otherwise: the schedule changes and stays off.
+    settings.OJS = {"CRON": [nightly(cron="30 2 * * *")]}
+    assert CronJob.objects.sync_from_code(declared())["changed"] == ["reports.nightly"]
+    assert (row().expression, row().enabled, row().next_run_at) == ("30 2 * * *", False, None)
+
+    # The code's own enabled changes: that new declaration wins, both ways.
+    settings.OJS = {"CRON": [nightly(cron="30 2 * * *", enabled=False)]}
+    CronJob.objects.sync_from_code(declared())
+    settings.OJS = {"CRON": [nightly(cron="30 2 * * *")]}
+    assert CronJob.objects.sync_from_code(declared())["changed"] == ["reports.nightly"]
+    assert row().enabled and row().next_run_at is not None
+
+    # Switched on against the code's "off", it stays on too.
+    settings.OJS = {"CRON": [nightly(cron="30 2 * * *", enabled=False)]}
+    CronJob.objects.sync_from_code(declared())
+    assert not row().enabled
+    CronJob.objects.set_enabled("reports.nightly", True)
+    CronJob.objects.sync_from_code(declared())
+    assert row().enabled and row().next_run_at is not None
+
+
+@pytest.mark.django_db
+def test_a_schedule_synced_before_the_code_declaration_was_kept_takes_the_codes_enabled(settings):
+    settings.OJS = {"CRON": [nightly()]}
+    CronJob.objects.sync_from_code(declared())
+    CronJob.objects.filter(name="reports.nightly").update(enabled=False, next_run_at=None, declared_enabled=None)
+    assert CronJob.objects.sync_from_code(declared())["changed"] == ["reports.nightly"]
+    row = CronJob.objects.get(name="reports.nightly")
+    assert (row.enabled, row.declared_enabled) == (True, True) and row.next_run_at is not None
 
 
 def test_setting_entries_take_the_bindings_shape():
