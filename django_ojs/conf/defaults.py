@@ -193,7 +193,10 @@ DEFAULTS: dict[str, Any] = {
     "RESULT_WAITS": 2,
     # Longest a blocking wait for a result holds its thread; a longer
     # `timeout` is cut to it, and the wait answers 408 when it ends first.
-    "RESULT_WAIT_MAX_SECONDS": 60.0,
+    # Keep it below the time the proxy in front waits for a silent answer
+    # (nginx's `proxy_read_timeout`, a load balancer's idle timeout: 60 s by
+    # default), which otherwise cuts the wait with its own 504.
+    "RESULT_WAIT_MAX_SECONDS": 50.0,
     # -- Observability --------------------------------------------------------
     # Prometheus metrics (needs the `prometheus` extra): counters and histograms
     # in every process, served with store-wide gauges at `GET /ojs/v1/metrics`

@@ -130,3 +130,18 @@ def test_a_timeout_past_the_maximum_is_cut_to_it(key, push):
     with serving(key, threads=2, environment={"OJS_RESULT_WAIT_MAX_SECONDS": "0.3"}) as wire:
         status, _, body = get(wire, job, "?wait=true&timeout=3600")
     assert (status, body["error"]["code"]) == (408, "timeout")
+
+
+# How long nginx (proxy_read_timeout) and a load balancer (idle timeout) wait
+# for a silent upstream by default: longer, and the client gets their 504.
+PROXY_READ_TIMEOUT = 60
+
+
+def test_the_longest_wait_answers_before_a_proxy_in_front_gives_up(api):
+    """A held request sends nothing until it answers: the longest one must answer well before 60 s.
+
+    At 60 s a client asking ``timeout=60`` through nginx's defaults got
+    nginx's HTML 504 instead of the 408, the race lost by a few milliseconds.
+    """
+    results = api.get("/ojs/manifest").json()["capabilities"]["results"]
+    assert results["wait_max_seconds"] <= PROXY_READ_TIMEOUT - 10
