@@ -98,3 +98,13 @@ def test_repository_paths_named_in_the_text_exist(page):
         if REPO_PATH.fullmatch(span) and not span.startswith(("ojs/", "/")) and not named_path_exists(span)
     })
     assert missing == []
+
+
+def test_every_how_to_guide_is_listed_on_the_home_page():
+    # The home page's tables are the site's index: a guide in the navigation that no row links
+    # to is a capability a reader scanning "Every capability, and where it is" never finds.
+    navigation = (ROOT / "mkdocs.yml").read_text()
+    guides = re.findall(r"^\s+- [^:\n]+: (how-to/[\w-]+\.md)$", navigation, re.MULTILINE)
+    home = {match["target"].partition("#")[0] for match in LINK.finditer(prose(ROOT / "docs" / "index.md"))}
+    assert guides
+    assert [guide for guide in guides if guide not in home] == []
