@@ -226,6 +226,8 @@ class JobsUnderTest:
                     json.dumps(result)
                 except (TypeError, ValueError) as exc:
                     error, failure = exc, failures.invalid_result(exc)
+            finally:
+                ctx.flush_progress()  # the last report a throttled ctx.progress() held back, as the worker writes it
         if failure is not None:
             fail(job.id, failure, lease=lease, requeue=failure.type in failures.RELEASED)
             outcome = Ran(job, error=error)

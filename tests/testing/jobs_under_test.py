@@ -54,3 +54,13 @@ def snooze_once(ctx):
 @django_ojs.job("tt.approval")
 def approval(ctx):
     return ctx.wait_for_signal("approved", 3600)
+
+
+@django_ojs.job("tt.reports_twice", retry={"max_attempts": 1})
+def reports_twice(ctx, fail):
+    """Two reports within a second: the second is held back until the handler ends."""
+    ctx.progress(0.25, {"phase": "load"})
+    ctx.progress(0.5, message="uploading")
+    if fail:
+        raise MailDown("upload failed")
+    return "uploaded"

@@ -162,3 +162,16 @@ def test_drain_parks_snoozes_and_waits_and_with_scheduled_runs_a_snoozed_job_not
     assert (waiting.state, waiting.waiting_for) == ("scheduled", "approved")
     django_ojs.signal(waiting.id, "approved", "yes")
     assert [entry.result for entry in ojs_jobs.drain()] == ["yes"]
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["completed", "failed"])
+def test_drain_writes_the_last_progress_report_a_handler_held_back(ojs_jobs, fail):
+    # ctx.progress() writes at most once a second; the worker writes the report it held
+    # back when the handler ends, and a test that drains must read what production reads.
+    job = handlers.reports_twice.enqueue(fail)
+    ojs_jobs.drain()
+    job.refresh_from_db()
+    assert job.state == ("discarded" if fail else "completed")
+    assert (job.progress["data"], job.progress["message"]) == ({"phase": "load"}, "uploading")
+    if fail:
+        assert job.progress["progress"] == 0.5  # a failed attempt keeps its last report
