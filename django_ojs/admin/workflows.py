@@ -26,7 +26,7 @@ from ..core.progress import workflow_progress
 from ..models import Workflow, WorkflowNode
 from ..protocol.errors import OJSError
 from ..protocol.progress import percent
-from ..protocol.workflows import COMPLETED, FAILED, Node
+from ..protocol.workflows import FAILED, Node
 from .base import ConsoleAdmin
 from .display import EMPTY, id_cell, moment_field
 from .outcome import Outcome, apply_to_each
@@ -66,11 +66,10 @@ class WorkflowAdmin(ConsoleAdmin):
 
     @admin.display(description="steps done")
     def progress(self, workflow: Workflow) -> str:
-        # Counted from the node rows of this workflow (no counter row to keep).
-        leaves = WorkflowNode.objects.filter(workflow=workflow, kind="job")
-        done = leaves.filter(state=COMPLETED).count()
-        failed = leaves.filter(state=FAILED).count()
-        return f"{done} / {leaves.count()}" + (f", {failed} failed" if failed else "")
+        # The workflow's own steps, as GET /ojs/v1/workflows/{id} counts them (steps_*): a
+        # nested group is one step; the "jobs" column counts every job.
+        steps = store.step_counts(workflow)
+        return f"{steps['completed']} / {steps['total']}" + (f", {steps['failed']} failed" if steps["failed"] else "")
 
     @admin.display(description="progress")
     def share(self, workflow: Workflow) -> str:

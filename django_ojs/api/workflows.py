@@ -129,20 +129,18 @@ def render_workflow(workflow: Workflow) -> dict[str, Any]:
         .values_list("seq", "state")
     )
     leaves = [node for node in root.walk() if node.kind == "job" and node.path.split(".")[-1] not in _CALLBACKS]
-    members = [rows[child.path] for child in root.children]
-    done = sum(1 for row in members if row.state == COMPLETED)
-    failed = sum(1 for row in members if row.state == FAILED)
+    steps = store.step_counts(workflow, rows)
     out: dict[str, Any] = {
         "id": str(workflow.id),
         "type": workflow.type,
         "name": workflow.name,
         "state": workflow.state,
-        "steps_total": len(members),
-        "steps_completed": done,
-        "steps_failed": failed,
-        "jobs_total": len(members),
-        "jobs_completed": done,
-        "jobs_failed": failed,
+        "steps_total": steps["total"],
+        "steps_completed": steps["completed"],
+        "steps_failed": steps["failed"],
+        "jobs_total": steps["total"],
+        "jobs_completed": steps["completed"],
+        "jobs_failed": steps["failed"],
         "created_at": format_timestamp(workflow.created_at),
     }
     if workflow.started_at:

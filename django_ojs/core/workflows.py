@@ -342,6 +342,21 @@ def add_jobs(workflow_id: Any, body: object, *, into: str = "") -> tuple[Workflo
     return workflow, [jobs[seq] for seq in seqs if seq in jobs]
 
 
+def step_counts(workflow: Workflow, rows: Mapping[str, WorkflowNode] | None = None) -> dict[str, int]:
+    """The workflow's own steps (its top level's members: a chain's or DAG's steps, a group's
+    or batch's jobs), ``total``, ``completed`` and ``failed``; a nested group is one step.
+
+    What ``GET /ojs/v1/workflows/{id}`` (``steps_*``, ``jobs_*``) and the admin's
+    "steps done" say; ``job_counts`` counts every job. ``rows``: the workflow's node rows by
+    path, when the caller has them."""
+    members = [child.path for child in Node.from_dict(workflow.definition).children]
+    if rows is None:
+        rows = {row.path: row for row in WorkflowNode.objects.filter(workflow=workflow, path__in=members)
+                .only("path", "state")}
+    states = [rows[path].state for path in members]
+    return {"total": len(states), "completed": states.count(COMPLETED), "failed": states.count(FAILED)}
+
+
 def job_counts(workflow: Workflow) -> dict[str, Any]:
     """A workflow's jobs by state, its callbacks left out and jobs added while it ran included.
 

@@ -107,3 +107,22 @@ def test_a_grown_batch_is_counted_alike_by_the_admin_the_cli_and_the_http_api(ad
     assert json.loads(out.getvalue())["jobs_by_state"] == expected
     page = admin_client.get(reverse("admin:django_ojs_workflow_change", args=[workflow.pk])).content.decode()
     assert "2 of 3 ended (66%): 1 completed, 1 failed, 1 pending" in page
+
+
+def test_steps_done_counts_the_steps_the_http_api_counts(admin_client, api):
+    """A chain of three steps, the second a group of two, read "2 / 4" in the console
+    (every job) where GET /ojs/v1/workflows/{id} said steps_total 3."""
+    workflow = store.create(parse({"type": "chain", "name": "fan", "steps": [
+        {"type": "fan.split", "args": [], "options": {"queue": "wf"}},
+        {"type": "group", "jobs": [{"type": "fan.part", "args": [1], "options": {"queue": "wf"}},
+                                   {"type": "fan.part", "args": [2], "options": {"queue": "wf"}}]},
+        {"type": "fan.join", "args": [], "options": {"queue": "wf"}},
+    ]}, max_jobs=10, job_options=store.job_options()))
+    split = Job.objects.fetch(["wf"], worker_id="w")[0]
+    Job.objects.ack(split.id, lease=Lease("w"))
+    part = Job.objects.fetch(["wf"], worker_id="w")[0]
+    Job.objects.ack(part.id, lease=Lease("w"))
+    served = api.get(f"/ojs/v1/workflows/{workflow.id}").json()["workflow"]
+    assert (served["steps_completed"], served["steps_total"]) == (1, 3)
+    listing = admin_client.get(reverse("admin:django_ojs_workflow_changelist")).content.decode()
+    assert "1 / 3" in listing
