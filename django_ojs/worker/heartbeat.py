@@ -89,6 +89,11 @@ class Heartbeat:
                 with self._cond:
                     self._busy = False
                     self._written += 1
+                    if report is not None:
+                        # The override was one word for one beat (the quiet of a SIGTERM,
+                        # ojs-graceful-shutdown §5.1): the worker's own state follows at once,
+                        # so no surface says quiet for an interval about a worker that drains.
+                        self._requested = True
                     self._cond.notify_all()
 
     def _beat(self, report: WorkerState | None) -> None:

@@ -93,3 +93,22 @@ def test_a_worker_sigtermed_while_running_a_job_is_draining_with_it_then_leaves(
     job.refresh_from_db()
     assert job.state == "completed"
     assert not Worker.objects.filter(pk=worker_id).exists()  # deregistered: gone from every surface
+
+
+def test_a_sigtermed_worker_is_draining_at_once_not_quiet_until_its_next_heartbeat(
+    worker, api, admin_client, client, metrics_on
+):
+    # Heartbeats 20 s apart: a surface that said "quiet" until the next one said it for 20 s.
+    process = worker("--grace-period", "120", "--heartbeat-interval", "20")
+    django_ojs.enqueue("probe.record", [60.0])
+    wait_until(lambda: Execution.objects.exists(), PATIENCE, "the job to start")
+    [worker_id] = Worker.objects.values_list("id", flat=True)
+
+    process.send(signal.SIGTERM)
+    process.wait_for_output(r"shutting down \(SIGTERM\)")
+    # The quiet beat of ojs-graceful-shutdown §5.1 comes first; the one saying terminate follows it at once.
+    wait_until(lambda: Worker.objects.filter(state="terminate").exists(), 10, "a heartbeat saying terminate")
+    said = every_surface(worker_id, api, admin_client, client)
+    assert set(said.values()) == {("draining", 1), ("draining", None)}, said
+    process.send(signal.SIGTERM)  # the job runs for a minute: force the stop
+    assert process.wait(timeout=PATIENCE) == 0, process.output
