@@ -163,6 +163,10 @@ class WorkerAdmin(ConsoleAdmin):
         if worker.state == WorkerState.TERMINATE and worker.directive != WorkerState.TERMINATE:
             # Draining on its own (a SIGTERM): no directive applies to a worker on its way out.
             return format_html('<span class="ojs-quiet">{}</span>', "none: draining")
+        if worker.directive == WorkerState.RUNNING and worker.directive_set_at is None and worker.state != worker.directive:
+            # Quiet on its own (a SIGTSTP): "running" is the directive every worker starts with,
+            # not an operator's request it fails to apply.
+            return format_html('<span class="ojs-quiet">{}</span>', f"none: {worker.state} on its own")
         if worker.directive == worker.state:
             if worker.directive == WorkerState.RUNNING:
                 return "running"

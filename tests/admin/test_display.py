@@ -63,3 +63,21 @@ def test_a_draining_worker_is_calm_and_no_directive_reads_with_a_stray_space(adm
     assert "no job left, exiting" in rows["w-draining"]["reported_state"]
     assert "none: draining" in rows["w-draining"]["directive_status"]
     assert "requested, not applied yet" in rows["w-asked"]["directive_status"]
+
+
+@pytest.mark.django_db
+def test_a_worker_quiet_on_its_own_was_asked_nothing(admin_client, make_worker):
+    # SIGTSTP: the worker reports quiet; no operator set a directive, so none is pending.
+    stopped = make_worker("w-tstp")
+    Worker.objects.beat(stopped.pk, state=WorkerState.QUIET)
+    resumed = make_worker("w-resumed")
+    Worker.objects.beat(resumed.pk, state=WorkerState.QUIET)
+    Worker.objects.set_directive([resumed.pk], WorkerState.RUNNING)  # an operator's resume, not applied yet
+
+    rows = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"]
+
+    assert ">quiet</span>" in rows["w-tstp"]["reported_state"]
+    assert "not applied yet" not in rows["w-tstp"]["directive_status"]
+    assert "none: quiet on its own" in rows["w-tstp"]["directive_status"]
+    assert "running" in rows["w-resumed"]["directive_status"]
+    assert "not applied yet" in rows["w-resumed"]["directive_status"]
