@@ -394,7 +394,9 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
     )
     # The failed event reports the state the job lands in.
     failed.data["state"] = job.state
-    if mode is not Settle.RELEASE:
+    if mode is Settle.RELEASE:
+        _log_release(job, failure)
+    else:
         _log_failure(job, failure, decision if job.state == JobState.DISCARDED else None)
     return entry, [failed] + ([follow_up] if follow_up else [])
 
@@ -441,6 +443,14 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
     else:
         then = f"retry at {format_timestamp(job.run_at)}" if job.state == JobState.RETRYABLE else "back in its queue now"
         transaction.on_commit(lambda: logger.info("%s; %s", head, then))
+
+
+def _log_release(job: Job, failure: Failure) -> None:
+    """One line per attempt released uncharged (a shutdown's ``ShutdownError``, a NACK's requeue), in
+    the word the worker's summary counts it by: which jobs its "3 released" were."""
+    line = (f"job {job.id} ({job.type}) attempt {job.attempt} released: {failure.type}: "
+            f"{_log_excerpt(failure.message)}; back in its queue now, the attempt not charged")
+    transaction.on_commit(lambda: logger.info("%s", line))
 
 
 def _to_available(job: Job, now: dt.datetime) -> None:

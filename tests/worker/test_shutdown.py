@@ -73,6 +73,12 @@ def test_jobs_outliving_the_grace_period_fail_with_shutdown_error_and_run_again_
     assert first.wait(timeout=PATIENCE) == 0, first.output  # the grace period, not the jobs' hour
     # Its summary says them released, not failed: as the store has them, no failure of theirs.
     assert re.search(r"stopped: 0 completed, 0 failed, 3 released, 0 parked, 0 dropped", first.output), first.output
+    for job in jobs:  # and which: a line each, in the summary's word, as every failed attempt has one
+        assert re.search(
+            rf"job {job.id} \(probe.record\) attempt 1 released: ShutdownError: the worker shut down; "
+            r"the job was still running after the 1s grace period; back in its queue now, the attempt not charged",
+            first.output,
+        ), first.output
     assert not Worker.objects.exists()
     for job in jobs:
         job.refresh_from_db()

@@ -178,7 +178,10 @@ def test_past_a_release_the_log_says_the_attempts_charged_beside_the_attempt(cla
     fail(job, "shutdown", message="worker stopping", retryable=False, requeue=True)
     [again] = Job.objects.fetch([job.queue], worker_id="w2")
     fail(again, "ValueError", message="bad row 7")
-    [(_, line)] = fate_lines(caplog)  # the release is no failure of the job's: not logged as one
+    # The release is no failure of the job's: logged as what it is, in the worker summary's word.
+    [(_, released), (_, line)] = fate_lines(caplog)
+    assert released == (f"job {job.id} (test.job) attempt 1 released: shutdown: worker stopping; "
+                        "back in its queue now, the attempt not charged")
     assert line.startswith(f"job {job.id} (test.job) attempt 2 (1/1 charged) failed: ValueError: bad row 7; ")
 
 
