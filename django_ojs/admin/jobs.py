@@ -194,6 +194,10 @@ class JobAdminBase(ConsoleAdmin):
     def attempts(self, job: Job) -> str:
         # Snoozes run the handler without spending an attempt: said beside it, as INFO's `snoozes`.
         snoozed = f" · {job.snoozes} snoozed" if job.snoozes else ""
+        if job.releases:
+            # Released uncharged (a shutdown, a NACK's requeue, a snooze): "4 / 3" would read as a
+            # broken policy. The attempts charged beside it, as the worker's log says them.
+            return f"{job.attempt} ({job.attempt - job.releases} / {job.max_attempts} charged){snoozed}"
         return f"{job.attempt} / {job.max_attempts}{snoozed}"
 
     @admin.display(description="dead letter")

@@ -13,8 +13,10 @@ from django_ojs.admin import counting
 from django_ojs.core import maintenance_mode
 from django_ojs.core.clock import db_now
 from django_ojs.core.history import hour_floor, minute_floor
+from django_ojs.core.types import Lease
 from django_ojs.keys import hash_key
-from django_ojs.models import ApiKey, Queue, StatsBucket, Worker
+from django_ojs.models import ApiKey, Job, Queue, StatsBucket, Worker
+from django_ojs.protocol.failure import Failure
 from django_ojs.protocol.states import WorkerState
 from tests.helpers import history_running_since
 
@@ -78,7 +80,8 @@ def test_list_columns_answer_what_is_happening(admin_client, make_job):
     make_job("discarded", failures=2)
     page = admin_client.get(reverse("admin:django_ojs_job_changelist")).content.decode()
     assert "ojs-state-discarded" in page
-    assert "2 / 3" in page  # attempts: the second, of three allowed
+    # attempts: the second, of three allowed; the setup released the first (uncharged) to fail it again
+    assert "2 (1 / 3 charged)" in page
     assert "ConnectionError</code> connection refused to smtp:25 (attempt 2)" in page
 
 
@@ -347,3 +350,18 @@ def test_the_overview_says_why_its_chart_is_blank_and_when_maintenance_mode_is_o
     maintenance_mode.enter("database migration", dt.timedelta(minutes=30))
     text = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
     assert "Maintenance mode since" in text and "database migration" in text and "expected to end" in text
+
+
+def test_past_a_release_the_attempts_say_how_many_were_charged_as_the_log_does(admin_client, make_job):
+    # A shutdown released attempt 1 uncharged; attempt 2 runs: "2 / 3" read as two of three spent.
+    job = make_job("available")
+    [held] = Job.objects.fetch([job.queue], worker_id="w1")
+    Job.objects.fail(held.id, Failure(type="ShutdownError", message="the worker shut down"),
+                     lease=Lease(worker_id="w1", attempt=held.attempt), requeue=True)
+    [again] = Job.objects.fetch([job.queue], worker_id="w2")
+    assert (again.attempt, again.releases) == (2, 1)
+
+    listing = admin_client.get(reverse("admin:django_ojs_job_changelist")).content.decode()
+    page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.pk])).content.decode()
+    for shown in (listing, page):
+        assert "2 (1 / 3 charged)" in shown
