@@ -161,7 +161,8 @@ def list_workers(include_dead: bool = False) -> list[dict[str, Any]]:
     rows = list(Worker.objects.order_by("id"))
     now = db_now()
     if not include_dead:
-        rows = [worker for worker in rows if worker.declared_dead_at is None]
+        # Dead as it is shown: silent past HEARTBEAT_TIMEOUT is dead before the reaper declares it.
+        rows = [worker for worker in rows if workers.shown_state(worker, now) != workers.DEAD]
     held = workers.held_counts([worker.id for worker in rows])
     return [
         {

@@ -182,6 +182,16 @@ def test_workers_lists_live_workers_and_all_with_the_dead():
     assert "w-live" in ojs("workers")
 
 
+def test_a_worker_silent_past_the_timeout_is_dead_whether_or_not_the_reaper_said_so_yet():
+    # No reaper has declared it (it is down, or not yet ticked): every surface already says dead.
+    Worker.objects.register("w-live", WorkerInfo(hostname="h1"))
+    Worker.objects.register("w-silent", WorkerInfo(hostname="h2"))
+    Worker.objects.filter(id="w-silent").update(last_heartbeat_at="2020-01-01T00:00:00Z")
+    assert [w["id"] for w in ojs_json("workers")] == ["w-live"]
+    assert [(w["id"], w["state"]) for w in ojs_json("workers", "--all")] == [("w-live", "running"), ("w-silent", "dead")]
+    assert "w-silent" not in ojs("workers")
+
+
 def test_a_usage_error_exits_2_from_the_command_line():
     # argparse's own exit, as a shell script sees it (no database needed).
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
