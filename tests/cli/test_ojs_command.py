@@ -190,6 +190,9 @@ def test_a_worker_silent_past_the_timeout_is_dead_whether_or_not_the_reaper_said
     assert [w["id"] for w in ojs_json("workers")] == ["w-live"]
     assert [(w["id"], w["state"]) for w in ojs_json("workers", "--all")] == [("w-live", "running"), ("w-silent", "dead")]
     assert "w-silent" not in ojs("workers")
+    # The text says the worker's own last word beside the state, as the JSON, the admin and the API do.
+    header, silent = [line.split() for line in ojs("workers", "--all").splitlines() if "w-silent" in line or "ID" in line]
+    assert dict(zip(header, silent, strict=False))["REPORTED_STATE"] == "running"
 
 
 def test_a_usage_error_exits_2_from_the_command_line():

@@ -30,7 +30,9 @@ PARTIAL = 4
 JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type", "kept")
 QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "throughput", "oldest_available_age_seconds",
                  "estimated_drain_seconds", "limits")
-WORKER_COLUMNS = ("id", "hostname", "pid", "queues", "state", "directive", "active_jobs", "last_heartbeat_at")
+WORKER_COLUMNS = (
+    "id", "hostname", "pid", "queues", "state", "reported_state", "directive", "active_jobs", "last_heartbeat_at",
+)
 BULK_HELP = {
     "retry": "retry failed (discarded) jobs, dead letters and plain discards: back to available with fresh attempts",
     "purge": "delete failed (discarded) jobs, dead letters and plain discards, with their history, for good",
