@@ -40,7 +40,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from ..core import coverage
+from ..core import coverage, maintenance
 from ..core.clock import db_now
 from ..core.stats import dead_letter_stats, queue_figures, queues_with_available
 from ..core.workers import DEAD, SHOWN_STATES, shown_state
@@ -309,7 +309,16 @@ class StoreCollector:
             f"Queues given no per-queue gauge in this scrape: past {MAX_QUEUES}, those with no available job first.",
         )
         left_out.add_metric([], unreported)
-        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, left_out)
+        # The overview's "No reaper for N s", for an alert: nothing else says that no reaper keeps time.
+        reaper = GaugeMetricFamily(
+            "ojs_reaper_last_tick_age_seconds",
+            f"Seconds since any reaper recorded its tick (every {maintenance.TICK_RECORD_INTERVAL:g} s; "
+            "no sample when none ever did).",
+        )
+        last_tick = maintenance.last_reaper_tick()
+        if last_tick is not None:
+            reaper.add_metric([], max((now - last_tick).total_seconds(), 0.0))
+        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, left_out, reaper)
 
 
 def reported_queues() -> tuple[list[str], int]:
