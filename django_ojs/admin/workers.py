@@ -265,7 +265,10 @@ def _refusal(worker: Worker, directive: WorkerState) -> str | None:
     """Why a directive would be pointless or invalid for this worker; None when it is not."""
     if is_dead(worker, worker.db_now):
         return "dead (no heartbeat)"
-    if worker.directive == directive:
+    quiet_on_its_own = worker.state == WorkerState.QUIET and worker.directive == WorkerState.RUNNING
+    if worker.directive == directive and not (directive == WorkerState.RUNNING and quiet_on_its_own):
+        # A worker quiet on its own (SIGTSTP) kept "running" as its directive: asking it
+        # again is what resumes it (the worker tells the request by when it was set).
         return f"already asked to {directive.value if directive != WorkerState.RUNNING else 'run'}"
     if _terminating(worker):
         # ojs-worker-protocol §2.3: a worker never goes back from terminate.

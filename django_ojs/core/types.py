@@ -122,6 +122,9 @@ class BeatReply:
     jobs_lost: list[HeldJob] = field(default_factory=list)
     # The worker had been declared dead and this heartbeat revived it.
     revived: bool = False
+    # When an operator last set the directive (None: never): a Resume of a worker quiet
+    # on its own sets "running" again, which only this time tells from the default.
+    directive_set_at: dt.datetime | None = None
 
 
 @dataclass

@@ -138,6 +138,7 @@ def beat(
         jobs_cancelled=cancelled,
         jobs_lost=lost,
         revived=revived,
+        directive_set_at=worker.directive_set_at,
     )
 
 

@@ -12,7 +12,9 @@ place:
   SIGCONT). ``running`` resumes a quiet worker only when the directive
   *changed* to running since the previous reply (edge-triggered): every
   reply carries a directive, and the default ``running`` must not undo a
-  SIGTSTP the operator sent a second ago.
+  SIGTSTP the operator sent a second ago -- or when an operator set it
+  again (its ``directive_set_at`` moved): the admin's Resume of a worker
+  quieted by SIGTSTP, whose directive was ``running`` all along.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from ..protocol.states import WorkerState
 
@@ -38,6 +41,8 @@ class Change(Enum):
 class Lifecycle:
     state: WorkerState = WorkerState.RUNNING
     last_directive: WorkerState = WorkerState.RUNNING
+    # When an operator last set the directive, as the last reply said (None: never).
+    last_directive_set_at: Any = None
     forced: bool = False
 
     @property
@@ -79,13 +84,17 @@ class Lifecycle:
             return self.resume()
         return Change.NONE
 
-    def on_directive(self, directive: WorkerState) -> Change:
+    def on_directive(self, directive: WorkerState, set_at: Any = None) -> Change:
+        """A heartbeat reply's ``directive``, set by an operator at ``set_at`` (None: never)."""
         previous, self.last_directive = self.last_directive, directive
+        set_again = set_at is not None and set_at != self.last_directive_set_at
+        if set_at is not None:
+            self.last_directive_set_at = set_at
         if directive == WorkerState.TERMINATE:
             # A repeated terminate directive is not a second SIGTERM: no force.
             return self.terminate() if not self.terminating else Change.NONE
         if directive == WorkerState.QUIET:
             return self.quiet()
-        if directive == WorkerState.RUNNING and previous != WorkerState.RUNNING:
+        if directive == WorkerState.RUNNING and (previous != WorkerState.RUNNING or set_again):
             return self.resume()
         return Change.NONE

@@ -418,7 +418,8 @@ class Runtime:
                     "this worker had been declared dead (no heartbeat for over %ss: frozen, or cut off from "
                     "the database); the server recovered the jobs it held", ojs_settings.HEARTBEAT_TIMEOUT,
                 )
-            self._apply(self.lifecycle.on_directive(reply.directive), f"the server's {reply.directive} directive")
+            self._apply(self.lifecycle.on_directive(reply.directive, reply.directive_set_at),
+                        f"the server's {reply.directive} directive")
             # The reply names attempts as the beat named them: a later attempt
             # of the same job, claimed since, is not touched (DESIGN invariant 12).
             for held in reply.jobs_cancelled:

@@ -48,3 +48,16 @@ def test_directives_quiet_and_terminate_are_level_running_is_an_edge():
     assert life.on_directive(S.TERMINATE) is Change.TERMINATE
     assert life.on_directive(S.TERMINATE) is Change.NONE  # repeated directive: no force
     assert not life.forced
+
+
+def test_an_operators_resume_of_a_worker_quiet_on_its_own_resumes_it():
+    """SIGTSTP quiets a worker whose directive stays "running"; the admin's Resume sets
+    "running" again, which is only told from the default by when it was set."""
+    life = Lifecycle()
+    assert life.on_directive(S.RUNNING, None) is Change.NONE
+    life.on_signal(signal.SIGTSTP)
+    assert life.on_directive(S.RUNNING, None) is Change.NONE and life.state == S.QUIET
+    assert life.on_directive(S.RUNNING, "12:00:01") is Change.RESUME and life.fetching
+    # The same setting read again is no new request: a later SIGTSTP stands.
+    life.on_signal(signal.SIGTSTP)
+    assert life.on_directive(S.RUNNING, "12:00:01") is Change.NONE and life.state == S.QUIET

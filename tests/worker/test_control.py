@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 
 import django_ojs
 from django_ojs.models import Job, Worker
@@ -102,6 +103,23 @@ def test_quiet_running_and_terminate_directives_are_obeyed_at_the_next_heartbeat
     assert busy.state == "completed"
     assert not Worker.objects.exists()
     assert "shutting down (the server's terminate directive)" in process.output
+
+
+def test_the_admins_resume_of_a_worker_quiet_by_sigtstp_resumes_it(worker, admin_client):
+    """Its directive was "running" all along: the Resume changed nothing, and the console said
+    "running requested, not applied yet" for as long as the worker lived."""
+    process = worker()
+    worker_id = process.wait_for_output(r"worker (\S+) started").group(1)
+    process.send(signal.SIGTSTP)
+    process.wait_for_output(r"quiet \(SIGTSTP\)")
+    wait_until(lambda: worker_state() == "quiet", PATIENCE, "the heartbeat to report quiet")
+    admin_client.post(reverse("admin:django_ojs_worker_changelist"),
+                      {"action": "resume_workers", "_selected_action": [worker_id]})
+    job = django_ojs.enqueue("probe.record", [0])
+    wait_until(lambda: Job.objects.filter(id=job.id, state="completed").exists(), PATIENCE, "the worker to resume")
+    wait_until(lambda: worker_state() == "running", PATIENCE, "the heartbeat to report running")
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0
 
 
 def test_an_idle_worker_wakes_up_on_notification_not_polling(worker):
