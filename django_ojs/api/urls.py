@@ -39,7 +39,9 @@ urlpatterns = [
     path("v1/jobs/<str:job_id>/result", results.ResultView.as_view()),
     path("v1/jobs/<str:job_id>/progress", progress.ProgressView.as_view()),
     path("v1/jobs/<str:job_id>/progress/stream", progress.ProgressStreamView.as_view()),
-    path("v1/jobs/<str:job_id>/steps/<str:name>", durable.StepView.as_view()),
+    # <path:>: a step's name may hold "/" ("users/42"), which the client percent-encodes
+    # and the WSGI server decodes before routing.
+    path("v1/jobs/<str:job_id>/steps/<path:name>", durable.StepView.as_view()),
     path("v1/workers/fetch", LeanPost(workers.FetchView)),
     path("v1/workers/ack", LeanPost(workers.AckView)),
     path("v1/workers/ack/batch", LeanPost(workers.BatchAckView)),

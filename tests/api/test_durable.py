@@ -3,6 +3,8 @@ FETCH and INFO carry for a retry."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from django_ojs.core.types import Lease
@@ -95,6 +97,16 @@ def test_a_step_put_again_is_idempotent(make_client, claim):
     again = worker.put(step(job, "charge"), {"attempt": 1, "result": {"id": "ch_2"}}).json()
     assert (first["recorded"], again["recorded"]) == (True, False)
     assert again["step"]["result"] == {"id": "ch_1"} and JobStep.objects.count() == 1
+
+
+@pytest.mark.parametrize("name", ["users/42", "a//b/", "/"])
+def test_a_step_named_with_a_slash_is_recorded_under_that_name(make_client, claim, name):
+    worker = make_client("worker")
+    job = claim("w1")
+    reply = worker.put(step(job, quote(name, safe="")), {"attempt": 1, "result": 1})
+    assert reply.status_code == 200, reply.content
+    assert reply.json()["step"]["name"] == name
+    assert list(JobStep.objects.values_list("name", flat=True)) == [name]
 
 
 @pytest.mark.parametrize(("body", "field"), [
