@@ -36,7 +36,7 @@ def limit_headers(report: limits.LimitReport) -> dict[str, str]:
 
 
 def _key(raw: str) -> str:
-    if len(raw) > MAX_KEY_LENGTH or not KEY_PATTERN.match(raw):
+    if len(raw) > MAX_KEY_LENGTH or not KEY_PATTERN.fullmatch(raw):
         raise InvalidRequest(f"key must match {KEY_PATTERN.pattern} (at most {MAX_KEY_LENGTH} characters)", field="key")
     return raw
 

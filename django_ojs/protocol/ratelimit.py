@@ -152,7 +152,7 @@ def parse_job_limit(value: Any, where: str, *, queue: str) -> Limit | None:
         raise InvalidRequest(f"{where} must be an object", field=where)
     _reject_unknown(value, where, {"key", "concurrency", "rate", "throttle", "on_limit", "max_per_second"})
     key = value.get("key", queue_key(queue))
-    if not isinstance(key, str) or not KEY_PATTERN.match(key) or len(key) > MAX_KEY_LENGTH:
+    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key) or len(key) > MAX_KEY_LENGTH:
         raise InvalidRequest(
             f"{where}.key must match {KEY_PATTERN.pattern} (at most {MAX_KEY_LENGTH} characters)",
             field=f"{where}.key",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from django_ojs.core import queue_config
-from django_ojs.models import Job, Queue
+from django_ojs.models import Job, Queue, RateLimitOverride
 from django_ojs.protocol.failure import Failure
 
 UNIQUE = {"keys": ["type", "args"]}
@@ -100,6 +100,16 @@ def test_bad_limit_and_config_requests_are_4xx_and_change_nothing(api, method, p
     reply = getattr(api, method)(path, body) if body is not None else getattr(api, method)(path)
     assert reply.status_code == status
     assert not Queue.objects.filter(concurrency__isnull=False).exists()
+
+
+def test_a_rate_limit_key_with_a_trailing_newline_is_refused(api):
+    # "k\n" would be a limit of its own beside "k", which no job of "k" meets.
+    assert api.put("/ojs/v1/rate-limits/k%0A", {"concurrency": 1}).status_code == 400
+    assert api.get("/ojs/v1/rate-limits/k%0A").status_code == 400
+    push = api.post("/ojs/v1/jobs", {"type": "charge.card", "args": [],
+                                     "options": {"rate_limit": {"key": "k\n", "concurrency": 1}}})
+    assert (push.status_code, push.json()["error"]["details"]["field"]) == (400, "options.rate_limit.key")
+    assert not RateLimitOverride.objects.exists() and not Job.objects.exists()
 
 
 def test_an_override_needs_the_admin_scope(make_client):
