@@ -57,9 +57,6 @@ def _held(job_id: Any, lease: Lease, move: Move) -> tuple[Job, dt.datetime]:
     """The active job ``lease`` holds, its row locked, and the clock; 404 or 409 otherwise."""
     job, now = _locked(job_id)
     if job is None or job.state != JobState.ACTIVE or not lease.holds(job):
-        if job is not None and job.state == JobState.ACTIVE:
-            # Held under another lease: the same words as a refused ACK or FAIL.
-            raise refusal(job, job_id, Move.ACK if move is Move.SNOOZE else Move.FAIL)
         raise refusal(job, job_id, move)
     return job, now
 

@@ -51,7 +51,11 @@ def test_a_snooze_from_a_stale_attempt_is_409(make_client, claim):
     response = worker.post("/ojs/v1/workers/snooze", {"job_id": str(job.id), "attempt": 2, "worker_id": "w1",
                                                        "delay": 5})
     assert response.status_code == 409
-    assert response.json()["error"]["code"] == "conflict"
+    error = response.json()["error"]
+    assert error["code"] == "conflict" and error["details"] == {"job_id": str(job.id), "current_state": "active",
+                                                                 "worker_id": "w1", "attempt": 1}
+    # The refusal names the move refused, not another.
+    assert "this snooze does not hold" in error["message"], error["message"]
     assert reload(job).state == "active"
 
 
@@ -137,6 +141,8 @@ def test_a_wait_from_another_lease_or_with_bad_input_is_refused_and_changes_noth
     response = worker.post("/ojs/v1/workers/wait", {"job_id": str(job.id), **body})
     assert response.status_code == status, response.content
     check_binding_response(response)
+    if status == 409:
+        assert "this wait does not hold" in response.json()["error"]["message"], response.content
     stored = reload(job)
     assert (stored.state, stored.waiting_for, stored.waits) == ("active", None, None)
 
