@@ -98,7 +98,7 @@ OJS = {
     "TRACING": env.bool("OJS_TRACING", default=False),
     "PROGRESS_STREAMS": env.int("OJS_PROGRESS_STREAMS", default=2),
     "PROGRESS_STREAM_SECONDS": env.float("OJS_PROGRESS_STREAM_SECONDS", default=300.0),
-    "RESULT_WAITS": env.int("OJS_RESULT_WAITS", default=2),
+    "RESULT_WAITS": env.int("OJS_RESULT_WAITS", default=1),
     "RESULT_WAIT_MAX_SECONDS": env.float("OJS_RESULT_WAIT_MAX_SECONDS", default=50.0),
 }
 

@@ -189,8 +189,10 @@ DEFAULTS: dict[str, Any] = {
     "PROGRESS_STREAM_POLL_INTERVAL": 1.0,
     # Blocking waits for a result (`GET /ojs/v1/jobs/{id}/result?wait=true`)
     # one process holds at once; past it, 503 with `Retry-After`. Each holds a
-    # server thread, as a progress stream does: keep it below gunicorn's `threads`.
-    "RESULT_WAITS": 2,
+    # server thread, as a progress stream does: keep it plus `PROGRESS_STREAMS`
+    # below gunicorn's `threads` (2 + 1 < 4, the example's), or streams and waits
+    # held together leave no thread to answer anything else, their 503s included.
+    "RESULT_WAITS": 1,
     # Longest a blocking wait for a result holds its thread; a longer
     # `timeout` is cut to it, and the wait answers 408 when it ends first.
     # Keep it below the time the proxy in front waits for a silent answer

@@ -145,3 +145,29 @@ def test_the_longest_wait_answers_before_a_proxy_in_front_gives_up(api):
     """
     results = api.get("/ojs/manifest").json()["capabilities"]["results"]
     assert results["wait_max_seconds"] <= PROXY_READ_TIMEOUT - 10
+
+
+def test_with_the_default_caps_streams_and_waits_held_together_leave_a_thread_for_the_rest(key, push):
+    """The example's 4 threads, the default caps: 2 progress streams and 2 waits took all four,
+    and every other request -- health, a worker's FETCH, the 503 past the caps -- waited
+    up to a minute for a held one to end."""
+    from django_ojs.conf.defaults import DEFAULTS
+
+    job = active(push)
+    held = DEFAULTS["PROGRESS_STREAMS"] + DEFAULTS["RESULT_WAITS"]
+    with serving(key, threads=4, environment=ONLY_NOTIFY) as wire:
+        answers: list = []
+
+        def send(path: str) -> None:
+            try:
+                answers.append(wire.send("GET", path)[0])
+            except OSError as error:  # the stream cut when the server stops
+                answers.append(error)
+
+        paths = [f"/ojs/v1/jobs/{job.id}/progress/stream"] * 3 + [f"/ojs/v1/jobs/{job.id}/result?wait=true"] * 3
+        for path in paths:
+            threading.Thread(target=send, args=(path,), daemon=True).start()
+        # One thread stays free: it refuses each request past the caps at once.
+        wait_until(lambda: answers.count(503) == len(paths) - held, PATIENCE, "the requests past the caps refused")
+        assert wire.send("GET", "/ojs/v1/health", key=False)[0] == 200
+        assert wire.send("GET", f"/ojs/v1/jobs/{job.id}")[0] == 200
