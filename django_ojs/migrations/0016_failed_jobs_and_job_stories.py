@@ -19,12 +19,15 @@ class Migration(migrations.Migration):
             name='deadletterjob',
             options={'verbose_name': 'failed job'},
         ),
-        migrations.AddIndex(
-            model_name='event',
-            index=models.Index(condition=models.Q(('job_id__isnull', True)), fields=['seq'], name='ojs_event_no_job'),
-        ),
+        # The job table first, then the events: the order the workers' transactions lock them
+        # in (a job's update, then its event). The other order deadlocks with a worker settling
+        # a job while the release before still runs (tests/core/pg/test_migration_lock_order.py).
         migrations.AddIndex(
             model_name='job',
             index=models.Index(condition=models.Q(('dead_letter', True), ('state', 'discarded')), fields=['finished_at'], name='ojs_job_dead_letter'),
+        ),
+        migrations.AddIndex(
+            model_name='event',
+            index=models.Index(condition=models.Q(('job_id__isnull', True)), fields=['seq'], name='ojs_event_no_job'),
         ),
     ]
