@@ -45,6 +45,20 @@ def partition(apps, schema_editor):
     partition_migration.partition_in_place(apps.get_model("django_ojs", "Job"))
 
 
+def lock_the_job_table_first(apps, schema_editor):
+    """Take the job table's lock before the error history's and the steps': dropping their foreign
+    key locks the table altered, then the job table, while a worker failing a job holds the job
+    row and then writes its error -- the other order, a deadlock that kills the worker's write or
+    this migration halfway (tests/core/pg/test_migration_lock_order.py). The foreign keys' drop
+    and the partitioning below take this lock anyway: writers wait no longer for it."""
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    from django_ojs.core import partitions
+
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {partitions.TABLE} IN ACCESS EXCLUSIVE MODE")
+
+
 def unpartition(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
         return
@@ -57,6 +71,7 @@ class Migration(migrations.Migration):
     dependencies = [("django_ojs", "0023_fair_weights")]
 
     operations = [
+        migrations.RunPython(lock_the_job_table_first, migrations.RunPython.noop),
         migrations.AlterField(
             model_name="joberror",
             name="job",

@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from django_ojs.core import partitions
 from django_ojs.models import Job
 from django_ojs.protocol.envelope import parse_job
 from tests.core.pg.test_history_index_build import waiting_for_a_lock
@@ -94,3 +95,31 @@ def test_migration_0016_waits_for_a_settle_in_flight_instead_of_deadlocking(befo
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_indexes WHERE indexname IN ('ojs_event_no_job', 'ojs_job_dead_letter')")
         assert cursor.fetchone()[0] == 2
+
+
+@pytest.fixture
+def before_0024(plain_table: None) -> Iterator[None]:
+    """The job table as before 0024: plain, its error history and steps referencing it."""
+    with connection.cursor() as cursor:
+        for table in ("django_ojs_joberror", "django_ojs_jobstep"):
+            cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_job_before_0024 "
+                           "FOREIGN KEY (job_id) REFERENCES django_ojs_job (seq) DEFERRABLE INITIALLY DEFERRED")
+    yield
+    with connection.cursor() as cursor:  # gone with the migration; not if it failed
+        for table in ("django_ojs_joberror", "django_ojs_jobstep"):
+            cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_job_before_0024")
+
+
+def test_migration_0024_waits_for_a_failure_in_flight_instead_of_deadlocking(before_0024: None) -> None:
+    """A worker failing a job updates it, then records the error; 0024 drops the error history's
+    foreign key (locking both tables) and partitions the job table."""
+    failed = worker_writes_beside(
+        "0024_partitioned_job_history",
+        "INSERT INTO django_ojs_joberror (job_id, attempt, type, code, message, backtrace, occurred_at) "
+        "VALUES (%(seq)s, 1, 'Boom', 'Boom', 'in flight', '[]', now())",
+    )
+    assert not failed, failed
+    assert partitions.is_partitioned()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM django_ojs_joberror WHERE message = 'in flight'")
+        assert cursor.fetchone()[0] == 1
