@@ -71,7 +71,47 @@ def check_settings(app_configs=None, **kwargs):
     if "LISTEN" not in bad:
         messages.extend(_listen_behind_a_pooler())
     messages.extend(_sqlite_writers_not_serialised())
+    messages.extend(_sqlite_clock_not_utc())
     return messages
+
+
+def _sqlite_clock_not_utc() -> list[checks.CheckMessage]:
+    """E003, E004: SQLite keeps datetimes as text, which django-ojs compares with the database's UTC clock.
+
+    With ``USE_TZ = False`` Django's SQLite backend refuses the aware datetimes every operation
+    writes, so the worker and the reaper fail at start; with a ``TIME_ZONE`` of the database's
+    own, it writes local times that the comparisons read as UTC, so scheduled jobs and retries
+    come due hours early or late, and leases lapse as far off. (PostgreSQL stores instants and
+    Django refuses a database ``TIME_ZONE`` there under ``USE_TZ``.)
+    """
+    from django.conf import settings
+
+    default: dict[str, Any] = settings.DATABASES.get("default", {})
+    if "sqlite3" not in default.get("ENGINE", ""):
+        return []
+    if not settings.USE_TZ:
+        return [
+            checks.Error(
+                "USE_TZ is False and the default database is SQLite: Django's SQLite backend refuses the "
+                "time-zone-aware datetimes django-ojs writes, so enqueue, ojs_worker and ojs_reaper fail with "
+                "'SQLite backend does not support timezone-aware datetimes when USE_TZ is False'.",
+                hint="Set USE_TZ = True (Django's default since 5.0).",
+                id="django_ojs.E003",
+            )
+        ]
+    zone = default.get("TIME_ZONE")
+    if zone not in (None, "UTC"):
+        return [
+            checks.Error(
+                f"DATABASES['default']['TIME_ZONE'] is {zone!r} on SQLite: datetimes are stored in that zone but "
+                "compared with the database's clock, which is UTC, so scheduled jobs and retries come due early "
+                "or late by the zone's offset, and leases lapse as far off.",
+                hint="Remove DATABASES['default']['TIME_ZONE'] (or set it to 'UTC'); TIME_ZONE still sets the "
+                "zone the admin shows.",
+                id="django_ojs.E004",
+            )
+        ]
+    return []
 
 
 def _sqlite_writers_not_serialised() -> list[checks.CheckMessage]:

@@ -201,3 +201,22 @@ def test_prepared_statements_setting_takes_none_or_a_boolean(settings):
     settings.OJS = {"PREPARED_STATEMENTS": "yes"}
     [error] = [m for m in ours() if m.id == "django_ojs.E002"]
     assert "PREPARED_STATEMENTS" in error.msg
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+@pytest.mark.parametrize(
+    ("use_tz", "default", "error"),
+    [
+        (False, {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}, "django_ojs.E003"),
+        (True, {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3", "TIME_ZONE": "America/New_York"},
+         "django_ojs.E004"),
+        (True, {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3", "TIME_ZONE": "UTC"}, None),
+        (True, {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}, None),
+        (False, _postgres(), None),  # timestamptz: instants, whatever Django's zone
+    ],
+)
+def test_check_fails_sqlite_whose_clock_and_stored_times_disagree(settings, use_tz, default, error):
+    settings.DATABASES = {"default": default}
+    settings.USE_TZ = use_tz
+    found = [m.id for m in ours() if m.id in ("django_ojs.E003", "django_ojs.E004")]
+    assert found == ([error] if error else []), found
