@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
+from django.apps import apps
 from django.core import checks
 from django.db import connections
 
@@ -186,6 +190,47 @@ def _unserved_handlers() -> list[checks.CheckMessage]:
             hint=f"Add the queues to OJS['WORKER_QUEUES'] (now {list(ojs_settings.WORKER_QUEUES)!r}), or start "
             "workers with --queue for them and silence this check (SILENCED_SYSTEM_CHECKS = ['django_ojs.W004']).",
             id="django_ojs.W004",
+        )
+    ]
+
+
+# A handler's decorator at the start of a line: ``@django_ojs.job(...)``, or ``@job(...)`` imported from it.
+HANDLER_DECORATOR = re.compile(r"^[ \t]*@(?:django_ojs\.)?job\b", re.MULTILINE)
+
+
+@checks.register()
+def check_handlers_never_imported(app_configs=None, **kwargs):
+    """W009: a module of an installed app defines handlers, but nothing imports it.
+
+    django-ojs imports ``<app>/jobs.py`` only (``apps.py``). Handlers written in ``tasks.py`` or
+    ``handlers.py`` and imported by no one register nowhere: the worker starts with none of them
+    and their jobs wait, ``available``, with nothing said. By the time checks run every module
+    the project imports at start is loaded, so one not in ``sys.modules`` is one no worker loads.
+    Reads the top-level modules of the project's apps (not those under site-packages), not tests.
+    """
+    found: list[str] = []
+    for config in app_configs or apps.get_app_configs():
+        if config.name == "django_ojs" or config.name.startswith("django.") or "-packages" in config.path:
+            continue
+        for source in sorted(Path(config.path).glob("*.py")):
+            module = f"{config.name}.{source.stem}"
+            if source.stem.startswith(("test", "conftest")) or module in sys.modules:
+                continue
+            try:
+                text = source.read_text(errors="replace")
+            except OSError:
+                continue
+            if "django_ojs" in text and HANDLER_DECORATOR.search(text):
+                found.append(str(source))
+    if not found:
+        return []
+    return [
+        checks.Warning(
+            f"These modules define handlers (@django_ojs.job) but nothing imports them, so no worker has those "
+            f"handlers and their jobs wait unclaimed: {', '.join(found)}.",
+            hint="django-ojs imports the jobs module of every installed app (<app>/jobs.py): move the handlers "
+            "there, or import their module from it.",
+            id="django_ojs.W009",
         )
     ]
 

@@ -220,3 +220,28 @@ def test_check_fails_sqlite_whose_clock_and_stored_times_disagree(settings, use_
     settings.USE_TZ = use_tz
     found = [m.id for m in ours() if m.id in ("django_ojs.E003", "django_ojs.E004")]
     assert found == ([error] if error else []), found
+
+
+def test_check_names_modules_that_define_handlers_nobody_imports(tmp_path, monkeypatch):
+    from django.apps import AppConfig
+
+    from django_ojs.conf.checks import check_handlers_never_imported
+
+    app = tmp_path / "misplaced_handlers"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "tasks.py").write_text('import django_ojs\n\n\n@django_ojs.job("billing.charge")\ndef charge(ctx, n):\n    return n\n')
+    (app / "views.py").write_text("import django_ojs\n\n\ndef pay(request):\n    django_ojs.enqueue('billing.charge')\n")
+    (app / "tests.py").write_text('import django_ojs\n\n\n@django_ojs.job("test.only")\ndef only(ctx):\n    pass\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = AppConfig.create("misplaced_handlers")
+
+    [warning] = check_handlers_never_imported(app_configs=[config])
+    assert str(app / "tasks.py") in warning.msg
+    assert "views.py" not in warning.msg and "tests.py" not in warning.msg
+    assert "<app>/jobs.py" in warning.hint
+
+    import misplaced_handlers.tasks  # noqa: F401  (imported, by a jobs.py say: its handlers register)
+
+    assert check_handlers_never_imported(app_configs=[config]) == []
+    assert [m for m in ours() if m.id == "django_ojs.W009"] == []  # the test project's own apps
