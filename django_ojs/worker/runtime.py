@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, close_old_connections
 from django.utils import timezone
 from uuid6 import uuid7
@@ -254,6 +255,13 @@ class Runtime:
             " on one event loop (async)" if self.config.async_mode else "",
             ", ".join(self.handlers.types()) or "none",
         )
+        if not _has_work_to_claim(self.handlers.types()):
+            logger.warning(
+                "this worker has no handlers, so it claims no job: no module registered one with "
+                "@django_ojs.job. django-ojs imports the jobs module of every installed app (<app>/jobs.py); "
+                "handlers elsewhere register only if that module is imported (manage.py check names such "
+                "modules, django_ojs.W009)",
+            )
         unserved = self.handlers.unserved(self.config.queues, ojs_settings.DEFAULT_QUEUE)
         if unserved:
             logger.warning(
@@ -708,6 +716,20 @@ class Runtime:
             return True
         with self._table_lock:
             return all(execution.released for execution in self._table.values())
+
+
+# The handler django-ojs registers itself on Django >= 6.0 (``tasks.py``), for Django's @task functions.
+DJANGO_TASK_TYPE = "django.task"
+
+
+def _has_work_to_claim(types: list[str]) -> bool:
+    """Whether the worker has a handler of the project's: one of its own, or Django's tasks sent to django-ojs."""
+    if any(job_type != DJANGO_TASK_TYPE for job_type in types):
+        return True
+    tasks: dict[str, Any] = getattr(settings, "TASKS", None) or {}
+    return DJANGO_TASK_TYPE in types and any(
+        str(backend.get("BACKEND", "")).startswith("django_ojs.") for backend in tasks.values()
+    )
 
 
 def _runner_bug() -> Failure:

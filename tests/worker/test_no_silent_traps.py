@@ -84,3 +84,11 @@ def test_check_warns_of_jobs_no_running_worker_can_run_and_says_nothing_without_
     down = processes("check", env={**BARE, "DATABASE_URL": "postgres://postgres@127.0.0.1:1/nothing"})
     assert down.wait(timeout=PATIENCE) == 0
     assert "W006" not in down.output
+
+
+def test_a_worker_without_handlers_says_so_and_where_handlers_are_looked_for(worker):
+    bare = worker(env={**BARE, "DJANGO_SETTINGS_MODULE": "tests.worker.settings_no_handlers"})
+    line = bare.wait_for_output(r"WARNING django_ojs.worker: this worker has no handlers.*").group(0)
+    assert "<app>/jobs.py" in line
+    served = worker(env=BARE)
+    assert "has no handlers" not in served.output
