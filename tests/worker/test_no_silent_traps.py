@@ -92,3 +92,13 @@ def test_a_worker_without_handlers_says_so_and_where_handlers_are_looked_for(wor
     assert "<app>/jobs.py" in line
     served = worker(env=BARE)
     assert "has no handlers" not in served.output
+
+
+@pytest.mark.parametrize("command", ["ojs_worker", "ojs_reaper"])
+def test_worker_and_reaper_refuse_to_start_on_a_database_not_migrated_and_say_so(processes, tmp_path, command):
+    unmigrated = {**BARE, "DATABASE_URL": f"sqlite:///{tmp_path / 'never-migrated.sqlite3'}"}
+    started = processes(command, env=unmigrated)
+    assert started.wait(timeout=PATIENCE) == 1
+    assert f"{command} cannot start: the database lacks" in started.output
+    assert "Run manage.py migrate first." in started.output
+    assert "Traceback" not in started.output

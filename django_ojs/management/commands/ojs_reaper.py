@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 from ...conf import ojs_settings
 from ...observe.logs import show_on_stderr
 from ...reaper import Reaper, default_loops
+from ..schema import require_migrated
 
 
 class Command(BaseCommand):
@@ -26,6 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         show_on_stderr()
+        require_migrated("ojs_reaper")
         reaper = Reaper(default_loops(options["interval"], options["cron_interval"], options["prune_interval"]))
         if options["once"]:
             moved = reaper.tick()

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ...conf.checks import judge_worker_queues
 from ...observe.logs import show_on_stderr
 from ...worker.runtime import Runtime, WorkerConfig
+from ..schema import require_migrated
 
 
 class Command(BaseCommand):
@@ -51,6 +52,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         show_on_stderr()
+        require_migrated("ojs_worker")
         try:
             config = WorkerConfig.from_settings(
                 queues=tuple(options["queues"]) if options["queues"] else None,
