@@ -368,6 +368,12 @@ def record_reaper_tick(reaper_id: str, hostname: str, pid: int) -> int:
     return 0
 
 
+def reapers_ticking(now: dt.datetime | None = None) -> int:
+    """How many reapers recorded a tick within ``TICKS_MISSED`` tick intervals, by the database clock."""
+    since = (now or db_now()) - dt.timedelta(seconds=TICKS_MISSED * TICK_RECORD_INTERVAL)
+    return ReaperTick.objects.filter(last_tick_at__gte=since).count()
+
+
 def last_reaper_tick() -> dt.datetime | None:
     """When any reaper last ticked; None if none ever did (or all rows were pruned)."""
     return ReaperTick.objects.aggregate(last=Max("last_tick_at"))["last"]

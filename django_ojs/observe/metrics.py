@@ -304,21 +304,19 @@ class StoreCollector:
         )
         for queue, count in sorted(dead_letter_stats()["by_queue"].items()):
             dead_letter.add_metric([queue], count)
+        reapers = GaugeMetricFamily(
+            "ojs_reapers_ticking",
+            f"Reapers (manage.py ojs_reaper) that ticked in the last "
+            f"{maintenance.TICKS_MISSED * maintenance.TICK_RECORD_INTERVAL:g} s. At 0 retries and scheduled jobs "
+            "never come due, and lapsed leases and dead workers' jobs are not recovered.",
+        )
+        reapers.add_metric([], maintenance.reapers_ticking(now))
         left_out = GaugeMetricFamily(
             "ojs_queues_unreported",
             f"Queues given no per-queue gauge in this scrape: past {MAX_QUEUES}, those with no available job first.",
         )
         left_out.add_metric([], unreported)
-        # The overview's "No reaper for N s", for an alert: nothing else says that no reaper keeps time.
-        reaper = GaugeMetricFamily(
-            "ojs_reaper_last_tick_age_seconds",
-            f"Seconds since any reaper recorded its tick (every {maintenance.TICK_RECORD_INTERVAL:g} s; "
-            "no sample when none ever did).",
-        )
-        last_tick = maintenance.last_reaper_tick()
-        if last_tick is not None:
-            reaper.add_metric([], max((now - last_tick).total_seconds(), 0.0))
-        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, left_out, reaper)
+        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, reapers, left_out)
 
 
 def reported_queues() -> tuple[list[str], int]:

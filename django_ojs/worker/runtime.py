@@ -56,7 +56,7 @@ from django.utils import timezone
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
-from ..core import coverage, settle, workers
+from ..core import coverage, maintenance, settle, workers
 from ..core.awaiting import listen_alias, pooled
 from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
@@ -271,7 +271,23 @@ class Runtime:
                 ", ".join(f"{job_type} -> {queue}" for job_type, queue in unserved.items()),
             )
         self._warn_of_waiting_types()
+        self._warn_if_no_reaper()
         return True
+
+    def _warn_if_no_reaper(self) -> None:
+        """One WARNING line when no reaper ticks: a worker runs available jobs only, and the rest wait for
+        one (the overview says it too, to whoever looks). A question, not a duty, like the line above."""
+        try:
+            ticking = maintenance.reapers_ticking()
+        except DatabaseError as exc:
+            logger.debug("could not look for a running reaper: %s", exc)
+            return
+        if not ticking:
+            logger.warning(
+                "no reaper has ticked in the last %g s: unless manage.py ojs_reaper runs somewhere, retries and "
+                "scheduled jobs never come due, and the jobs of workers that die stay active",
+                maintenance.TICKS_MISSED * maintenance.TICK_RECORD_INTERVAL,
+            )
 
     def _warn_of_waiting_types(self) -> None:
         """One WARNING line when jobs wait on this worker's queues that it has no handler for:

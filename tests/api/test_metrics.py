@@ -59,3 +59,19 @@ def test_reads_of_a_result_are_counted_by_method_and_outcome(api, client, ojs, p
     assert api.get(f"/ojs/v1/jobs/{pushed.id}/result?wait=true").status_code == 200  # ended: answered at once
     after = counted("poll", "active"), counted("wait", "timeout"), counted("poll", "completed")
     assert [b - a for a, b in zip(before, after)] == [1, 1, 1]
+
+
+def test_a_gauge_says_how_many_reapers_tick(client, ojs):
+    pytest.importorskip("prometheus_client")
+    from django_ojs.core import maintenance
+    from django_ojs.models import ApiKey
+
+    ojs(METRICS=True)
+    _, key = ApiKey.objects.issue("scraper", ["read"])
+
+    def scraped() -> str:
+        return client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+
+    assert "\nojs_reapers_ticking 0.0\n" in scraped()  # an alert rule can fire on it: no reaper, nothing comes due
+    maintenance.record_reaper_tick("reaper-1", "host", 1)
+    assert "\nojs_reapers_ticking 1.0\n" in scraped()

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 import django_ojs
-from django_ojs.models import Job
+from django_ojs.models import Job, ReaperTick
 
 from .conftest import PATIENCE, wait_until
 from .probe.models import Execution
@@ -102,3 +102,17 @@ def test_worker_and_reaper_refuse_to_start_on_a_database_not_migrated_and_say_so
     assert f"{command} cannot start: the database lacks" in started.output
     assert "Run manage.py migrate first." in started.output
     assert "Traceback" not in started.output
+
+
+def test_a_worker_says_at_start_that_no_reaper_ticks(worker, reaper):
+    alone = worker(env=BARE)
+    line = alone.wait_for_output(r"WARNING django_ojs.worker: no reaper has ticked .*").group(0)
+    assert "manage.py ojs_reaper" in line
+    alone.send(signal.SIGTERM)
+    assert alone.wait(timeout=PATIENCE) == 0
+    reaper(env=BARE)
+    wait_until(lambda: ReaperTick.objects.exists(), PATIENCE, "the reaper's first tick")
+    accompanied = worker(env=BARE)
+    ran = django_ojs.enqueue("probe.record", [0])  # run by its loop: every line of its start is written by then
+    wait_until(lambda: Job.objects.get(pk=ran.pk).state == "completed", PATIENCE, "the probe job to complete")
+    assert "no reaper has ticked" not in accompanied.output
