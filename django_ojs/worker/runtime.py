@@ -63,6 +63,7 @@ from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Ver
 from ..handlers.context import JobContext
 from ..handlers.middleware import execution_chain
 from ..handlers.registry import HandlerRegistry, registry
+from ..models import Queue
 from ..observe.outage import OutageWatch, retry_on_new_connection
 from ..protocol.failure import Failure
 from ..protocol.states import WorkerState
@@ -272,7 +273,27 @@ class Runtime:
             )
         self._warn_of_waiting_types()
         self._warn_if_no_reaper()
+        self._warn_of_paused_queues()
         return True
+
+    def _warn_of_paused_queues(self) -> None:
+        """One WARNING line when queues this worker reads are paused: it takes nothing from them until they
+        are resumed, and a pause forgotten looks like a worker that does nothing."""
+        try:
+            paused = list(
+                Queue.objects.filter(name__in=self.config.queues, paused=True)
+                .order_by("name").values_list("name", "paused_at")
+            )
+        except DatabaseError as exc:
+            logger.debug("could not look for paused queues: %s", exc)
+            return
+        if paused:
+            logger.warning(
+                "queues this worker reads are paused, so it takes no job from them until they are resumed: %s. "
+                "Resume with manage.py ojs resume QUEUE, or on the admin's Queues page",
+                ", ".join(name if since is None else f"{name} (since {since:%Y-%m-%d %H:%M:%S} UTC)"
+                          for name, since in paused),
+            )
 
     def _warn_if_no_reaper(self) -> None:
         """One WARNING line when no reaper ticks: a worker runs available jobs only, and the rest wait for

@@ -116,3 +116,19 @@ def test_a_worker_says_at_start_that_no_reaper_ticks(worker, reaper):
     ran = django_ojs.enqueue("probe.record", [0])  # run by its loop: every line of its start is written by then
     wait_until(lambda: Job.objects.get(pk=ran.pk).state == "completed", PATIENCE, "the probe job to complete")
     assert "no reaper has ticked" not in accompanied.output
+
+
+def test_a_worker_says_at_start_which_of_its_queues_are_paused(worker):
+    from django_ojs.models import Queue
+
+    Queue.objects.pause("default")
+    started = worker(env=BARE)
+    line = started.wait_for_output(r"WARNING django_ojs.worker: queues this worker reads are paused.*").group(0)
+    assert ": default (since " in line and "manage.py ojs resume" in line
+    started.send(signal.SIGTERM)
+    assert started.wait(timeout=PATIENCE) == 0
+    Queue.objects.resume("default")
+    again = worker(env=BARE)
+    ran = django_ojs.enqueue("probe.record", [0])  # run by its loop: every line of its start is written by then
+    wait_until(lambda: Job.objects.get(pk=ran.pk).state == "completed", PATIENCE, "the probe job to complete")
+    assert "are paused" not in again.output
