@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, reset_queries
 
 from ..handlers.context import Snooze
 from ..handlers.middleware import Middleware, run_execution
@@ -108,8 +108,9 @@ def _ignore(_: object) -> None:
 
 
 def _sync_call(handler: JobHandler, ctx: Any, args: Sequence[Any]) -> Any:
-    # A thread of asyncio's executor: check the connection around the job, as
-    # the threaded runner does.
+    # A thread of asyncio's executor: forget DEBUG's queries and check the connection
+    # around the job, as the threaded runner does.
+    reset_queries()
     close_old_connections()
     try:
         return handler.func(ctx, *args)

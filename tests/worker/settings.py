@@ -21,6 +21,8 @@ if os.environ.get("OJS_CRON"):  # periodic jobs declared in code (tests/reaper/t
     OJS["CRON"] = json.loads(os.environ["OJS_CRON"])
 if os.environ.get("OJS_WORKER_QUEUES"):  # tests/worker/test_no_silent_traps.py
     OJS["WORKER_QUEUES"] = json.loads(os.environ["OJS_WORKER_QUEUES"])
+if os.environ.get("OJS_DEBUG"):  # Django logs every query (tests/worker/test_no_silent_traps.py)
+    DEBUG = True
 if os.environ.get("OJS_OMIT_BACKTRACES"):
     OJS["OMIT_BACKTRACES"] = True
 

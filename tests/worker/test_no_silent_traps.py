@@ -132,3 +132,12 @@ def test_a_worker_says_at_start_which_of_its_queues_are_paused(worker):
     ran = django_ojs.enqueue("probe.record", [0])  # run by its loop: every line of its start is written by then
     wait_until(lambda: Job.objects.get(pk=ran.pk).state == "completed", PATIENCE, "the probe job to complete")
     assert "are paused" not in again.output
+
+
+def test_with_debug_on_a_worker_keeps_the_queries_of_one_job_not_of_every_job(worker):
+    # DEBUG = True (startproject's default) logs every query of every connection, up to 9,000 each:
+    # a worker forgets them between jobs, as Django does between requests.
+    worker("--concurrency", "1", env={**BARE, "OJS_DEBUG": "1"})
+    jobs = [django_ojs.enqueue("probe.queries_logged") for _ in range(5)]
+    wait_until(lambda: not Job.objects.exclude(state="completed").exists(), PATIENCE, "the jobs to complete")
+    assert {Job.objects.get(pk=job.pk).result for job in jobs} == {1}

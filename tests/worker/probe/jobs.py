@@ -30,6 +30,15 @@ def noop(ctx: JobContext) -> None:
     """No side effect at all: for throughput."""
 
 
+@django_ojs.job("probe.queries_logged")
+def queries_logged(ctx: JobContext) -> int:
+    """One query, then how many queries this thread's connection has logged (DEBUG = True logs them)."""
+    from django.db import connection
+
+    Execution.objects.filter(pk=0).exists()
+    return len(connection.queries_log)
+
+
 @django_ojs.job("probe.heartbeat")
 def heartbeat(ctx: JobContext, seconds: float) -> None:
     """Call ctx.heartbeat() while working, as a long job with a short visibility timeout should."""
