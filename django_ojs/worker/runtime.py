@@ -87,6 +87,10 @@ MAX_WAIT = 1.0
 # Each write locks and updates the multiprocess files; once a turn (every 20 ms under
 # load) they took 1.2 % of a busy worker's GIL time (py-spy --gil). A scrape every few seconds sees no difference.
 METRICS_FLUSH_INTERVAL = 1.0
+# A handler that outlives its job (timed out, cancelled) keeps its thread and its slot: Python cannot
+# stop a thread. While any does, the worker says so at once and then this often, since its own row
+# shows no job held and "running" while it may run nothing.
+OVERRUN_LOG_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,7 @@ class Runtime:
         # With metrics on: writes the histograms the handler threads observed (METRICS_FLUSH_INTERVAL).
         self._flush_metrics: Any = None
         self._metrics_due = 0.0
+        self._overrun_log_at = 0.0
 
     # -- the process --------------------------------------------------------------
 
@@ -392,6 +397,8 @@ class Runtime:
             self._enforce_timeouts(now)
         if self._drain is not None:
             self._drain_turn(now)
+        if now >= self._overrun_log_at:
+            self._report_overrun(now)
         batch = self._unwritten[: self.config.ack_batch_size] if self._unwritten and self._flush_due(now) else []
         free = self._free_slots() + self._freed_by(batch)
         fetch = self._fetch_due(now, free)
@@ -612,6 +619,22 @@ class Runtime:
             elif earliest is None or execution.deadline < earliest:
                 earliest = execution.deadline
         self._earliest_deadline = earliest
+
+    def _report_overrun(self, now: float) -> None:
+        """Say which slots handlers hold whose jobs have ended: at once, then every ``OVERRUN_LOG_EVERY``."""
+        overrun = [e for e in list(self._table.values()) if e.released and not e.thread_done]
+        if not overrun:
+            self._overrun_log_at = now + MAX_WAIT  # looked at again within a second; said at once when it starts
+            return
+        concurrency = self.config.concurrency
+        logger.warning(
+            "%d of %d slots are held by handlers that have not returned though their jobs ended (timed out or "
+            "cancelled): %s. %s until they return; restart the worker to free them",
+            len(overrun), concurrency, ", ".join(f"{e.job_id} ({e.job.type})" for e in overrun[:10]),
+            "This worker runs nothing" if len(overrun) >= concurrency
+            else f"This worker runs at most {concurrency - len(overrun)} jobs at once",
+        )
+        self._overrun_log_at = now + OVERRUN_LOG_EVERY
 
     def _parked(self, execution: Execution) -> None:
         """Snoozed or waiting for a signal: the handler's thread wrote the job back to the store already."""

@@ -141,3 +141,12 @@ def test_with_debug_on_a_worker_keeps_the_queries_of_one_job_not_of_every_job(wo
     jobs = [django_ojs.enqueue("probe.queries_logged") for _ in range(5)]
     wait_until(lambda: not Job.objects.exclude(state="completed").exists(), PATIENCE, "the jobs to complete")
     assert {Job.objects.get(pk=job.pk).result for job in jobs} == {1}
+
+
+def test_a_worker_says_which_slots_handlers_hold_past_their_jobs_end(worker):
+    # The worker's row shows no job held while a timed-out handler still runs in its only slot.
+    stuck = worker("--concurrency", "1", env=BARE)
+    slow = django_ojs.enqueue("probe.record", [3600], timeout=1, retry={"max_attempts": 1})
+    line = stuck.wait_for_output(r"WARNING django_ojs.worker: 1 of 1 slots are held by handlers .*").group(0)
+    assert f"{slow.id} (probe.record)" in line
+    assert "This worker runs nothing until they return" in line
