@@ -212,9 +212,12 @@ class OverviewAdmin(admin.ModelAdmin):
             if since is not None and now - since > LONG_WAIT:
                 note("waiting", f"Queue {name}: its oldest waiting job has waited {human_duration(now - since)}.",
                      admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=name))
-        paused = list(Queue.objects.filter(paused=True).order_by("name").values_list("name", flat=True)[:20])
-        if paused:
-            note("paused", f"Paused queue(s), not handing out jobs: {', '.join(paused)}.",
+        # Each paused queue with how long and what waits on it: a pause forgotten shows as hours, not a name.
+        paused = Queue.objects.filter(paused=True).order_by("paused_at", "name").values_list("name", "paused_at")
+        for name, since in paused[:ATTENTION_ROWS]:
+            waiting = count_rows(Job.objects.filter(state=JobState.AVAILABLE, queue=name), 1000)
+            how_long = "" if since is None else f" for {human_duration(now - since)}"
+            note("paused", f"Queue {name} paused{how_long}, not handing out jobs: {waiting} job(s) waiting.",
                  admin_changelist_url("queue", paused__exact="1"))
         return notes
 

@@ -253,7 +253,7 @@ def test_overview_counts_charts_and_flags_what_needs_attention(admin_client, mak
     assert counts["completed"] == counting.Tally(1, True) and counts["available"] == counting.Tally(0, True)
     assert '<svg class="ojs-chart"' in text and 'class="ojs-bar-completed"' in text
     assert "1 completed, 1 failed (discarded)" in text
-    assert "Paused queue(s), not handing out jobs: mail." in text
+    assert re.search(r"Queue mail paused for \d+ s, not handing out jobs: 0 job\(s\) waiting\.", text)
     assert "1 worker(s) silent for over 30 s" in text
     assert 'data-pk="w-dead"' in text
 
@@ -277,6 +277,13 @@ def test_the_overview_names_unread_queues_long_waits_and_says_nothing_when_all_i
     assert "1 job(s) waiting on queue nobody-reads, and no live worker reads it." in text
     assert "Queue nobody-reads: its oldest waiting job has waited 7 min" in text
     assert "state=available&amp;queue=nobody-reads" in text
+
+    # A pause forgotten: how long, and what waits behind it.
+    make_job("available", queue="held")
+    Queue.objects.pause("held")
+    Queue.objects.filter(pk="held").update(paused_at=now - dt.timedelta(hours=3))
+    text = admin_client.get(url).content.decode()
+    assert "Queue held paused for 3 h, not handing out jobs: 1 job(s) waiting." in text
 
 
 def test_admin_index_links_the_overview(admin_client, db):
