@@ -33,12 +33,14 @@ def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
         job_filter.selection()
         .order_by("-seq")
         .annotate(error_type=KT("error__type"))
-        .only("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "snoozes", "created_at",
+        .only("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "releases", "snoozes",
+              "created_at",
               "finished_at", "dead_letter")[:limit]
     )
     return [
         {"id": str(job.id), "type": job.type, "queue": job.queue, "state": job.state, "priority": job.priority,
-         "attempt": job.attempt, "max_attempts": job.max_attempts, "snoozes": job.snoozes,
+         "attempt": job.attempt, "max_attempts": job.max_attempts, "attempts_charged": job.attempt - job.releases,
+         "snoozes": job.snoozes,
          "created_at": format_timestamp(job.created_at),
          "finished_at": format_timestamp(job.finished_at), "error_type": job.error_type,
          "kept": keeping(job) or None}

@@ -48,7 +48,7 @@ SYSTEM_ATTRIBUTES = frozenset(
         "completed_at", "cancelled_at", "discarded_at", "finished_at", "error", "errors",
         "result", "worker_id", "retry_delay_ms", "next_attempt_at", "next_retry_at",
         "dead_letter", "kept_until", "lease_expires_at", "deadline_at", "releases", "run_at", "visibility_deadline",
-        "snoozes", "signals", "waiting",
+        "attempts_charged", "snoozes", "signals", "waiting",
     }
 )
 # Top-level attributes this module reads; everything else is preserved as given.
@@ -528,6 +528,10 @@ def render_job(job: Any, *, errors: Iterable[Any] | None = None, steps: Iterable
         out["error"] = job.error
     if job.retry_delay_ms is not None:
         out["retry_delay_ms"] = job.retry_delay_ms
+    if getattr(job, "releases", 0):
+        # Attempts given back uncharged (a shutdown, a NACK's requeue, a snooze) still count in
+        # `attempt`: without this, attempt 2 of max_attempts 2 read as exhausted with one left.
+        out["attempts_charged"] = job.attempt - job.releases
     if state == JobState.DISCARDED:
         out["dead_letter"] = job.dead_letter
         # When retention deletes it, which depends on what it is kept as (Job.kept_until).

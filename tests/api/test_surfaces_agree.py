@@ -280,3 +280,27 @@ def test_a_silent_reaper_shows_in_the_metrics_as_on_the_overview(admin_client, c
     page = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
     assert re.search(r"No reaper for 6\d s", page)
     assert re.search(r"^ojs_reapers_ticking 0\.0$", scraped(client, ojs), re.M)
+
+
+def test_every_surface_says_the_attempts_charged_past_a_release(push, api, admin_client):
+    """Released at a shutdown, a job's second run read "attempt": 2 of "max_attempts": 2 over
+    HTTP and in the CLI -- exhausted to a client -- where the admin and the log said 1 of 2 charged."""
+    from django_ojs.core.types import Lease
+    from django_ojs.protocol.failure import Failure
+
+    pushed = push(type="report.new", options={"queue": "charged", "retry": {"max_attempts": 2}})
+    [job] = Job.objects.fetch(["charged"], worker_id="w1")
+    Job.objects.fail(job.id, Failure(type="ShutdownError", message="released"), lease=Lease("w1"), requeue=True)
+    [job] = Job.objects.fetch(["charged"], worker_id="w2")
+    assert (job.attempt, job.releases) == (2, 1)
+
+    served = api.get(f"/ojs/v1/jobs/{pushed.id}").json()["job"]
+    assert (served["attempt"], served["attempts_charged"], served["max_attempts"]) == (2, 1, 2)
+    assert ojs_json("show", str(pushed.id))["attempts_charged"] == 1
+    [listed_job] = ojs_json("jobs", "--queue", "charged")
+    assert (listed_job["attempt"], listed_job["attempts_charged"]) == (2, 1)
+    page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.seq])).content.decode()
+    assert "2 (1 / 2 charged)" in page
+    # A job never released says nothing more than its attempt.
+    plain = push(type="report.new", options={"queue": "plain"})
+    assert "attempts_charged" not in api.get(f"/ojs/v1/jobs/{plain.id}").json()["job"]
