@@ -183,8 +183,9 @@ def parse_heartbeat(body: Mapping[str, Any]) -> Heartbeat:
         value = body.get(name)
         if isinstance(value, list):
             entries.extend(value)
-        elif value is not None and not (name == "active_jobs" and _is_int(value)):
-            raise InvalidRequest(f"{name} must be an array of job ids", field=name)
+        elif value is not None and not (name == "active_jobs" and _is_int(value) and value >= 0):
+            counted = " or a count of at least 0" if name == "active_jobs" else ""
+            raise InvalidRequest(f"{name} must be an array of job ids{counted}", field=name)
     if body.get("job_id") is not None:
         entries.append(body["job_id"])
     if len(entries) > MAX_ACTIVE_JOBS:

@@ -475,6 +475,7 @@ def test_a_heartbeat_registers_an_unknown_worker_with_what_it_says(api):
         ({"worker_id": ""}, "worker_id"),
         ({"worker_id": "w", "state": "sleeping"}, "state"),
         ({"worker_id": "w", "active_jobs": "abc"}, "active_jobs"),
+        ({"worker_id": "w", "active_jobs": -1}, "active_jobs"),
         ({"worker_id": "w", "active_jobs": ["not-a-uuid"]}, "active_jobs[0]"),
         ({"worker_id": "w", "active_jobs": [{"attempt": 1}]}, "active_jobs[0].job_id"),
         ({"worker_id": "w", "active_jobs": [{"job_id": "019461a8-1a2b-7c3d-8e4f-5a6b7c8d9e0f", "attempt": 0}]},
