@@ -558,6 +558,10 @@ class Worker(models.Model):
     directive_set_at = models.DateTimeField(null=True, blank=True)
     active_jobs = models.PositiveIntegerField(default=0)
     active_job_ids = models.JSONField(default=list, blank=True)
+    # Handlers still running though their job ended (timed out, cancelled): Python cannot
+    # stop a thread, so each keeps a slot, and a worker whose every slot is so held runs
+    # nothing while it holds no job. As its last heartbeat said (the in-process worker).
+    overrun_handlers = models.PositiveIntegerField(default=0, db_default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     registered_at = models.DateTimeField()
     last_heartbeat_at = models.DateTimeField()

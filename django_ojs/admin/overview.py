@@ -189,6 +189,14 @@ class OverviewAdmin(admin.ModelAdmin):
             note("silent", f"{len(silent)} worker(s) silent for over {ojs_settings.HEARTBEAT_TIMEOUT} s. "
                  "The reaper declares dead workers dead and requeues their jobs: is ojs_reaper running?",
                  admin_changelist_url("worker"))
+        # Live workers whose handlers outlived their job: slots held that a job list shows as free.
+        for worker in [w for w in unreaped.filter(overrun_handlers__gt=0).order_by("id")[:ATTENTION_ROWS]
+                       if not is_dead(w, w.db_now)]:
+            left = (worker.concurrency or 0) - worker.overrun_handlers
+            runs = "runs nothing" if left <= 0 else f"runs at most {left} job(s) at once"
+            note("overrun", f"Worker {worker.id}: {worker.overrun_handlers} slot(s) held by handlers still running "
+                 f"though their job timed out or was cancelled; it {runs} until they return. Restart it to free them.",
+                 admin_changelist_url("worker"))
         died = Worker.objects.filter(declared_dead_at__gte=now - HOUR).count()
         if died:
             note("dead", f"{died} worker(s) declared dead in the last hour (no heartbeat for "

@@ -28,7 +28,7 @@ from django.views.decorators.cache import never_cache
 
 from ..conf import ojs_settings
 from ..core.clock import TxNow
-from ..core.workers import DEAD, DRAINING, held_counts, set_directive, shown_state
+from ..core.workers import DEAD, DRAINING, held_counts, overrun_shown, set_directive, shown_state
 from ..models import Job, Worker
 from ..protocol.states import JobState, WorkerState
 from .base import ConsoleAdmin
@@ -183,7 +183,16 @@ class WorkerAdmin(ConsoleAdmin):
         count = running_jobs(worker)
         text = f"{count} / {worker.concurrency}" if worker.concurrency else str(count)
         url = admin_changelist_url("job", state=JobState.ACTIVE.value, worker_id=worker.pk)
-        return format_html('<a href="{}">{}</a>', url, text)
+        link = format_html('<a href="{}">{}</a>', url, text)
+        overrun = overrun_shown(worker, worker.db_now)
+        if not overrun:
+            return link
+        # Slots a job no longer holds but a handler still does: "0 / 4" alone read as idle.
+        return format_html(
+            '{}<br><strong class="ojs-alarm" title="{}">+ {} held by handlers past their job</strong>', link,
+            "handlers still running though their job timed out or was cancelled; restart the worker to free them",
+            overrun,
+        )
 
     @admin.display(description="last heartbeat", ordering="last_heartbeat_at")
     def heartbeat(self, worker: Worker) -> SafeString:

@@ -178,6 +178,7 @@ def list_workers(include_dead: bool = False) -> list[dict[str, Any]]:
             "reported_state": worker.state,
             "directive": worker.directive,
             "active_jobs": held.get(worker.id, 0),
+            "overrun_handlers": workers.overrun_shown(worker, now),
             "last_heartbeat_at": format_timestamp(worker.last_heartbeat_at),
             "declared_dead_at": format_timestamp(worker.declared_dead_at),
         }

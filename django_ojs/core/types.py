@@ -91,6 +91,8 @@ class WorkerInfo:
     started_at: dt.datetime | None = None
     # The job types it has handlers for (the in-process worker); None: not declared, any type.
     handles: list[str] | None = None
+    # Handlers still running though their job ended (``Worker.overrun_handlers``), sent with each beat.
+    overrun_handlers: int | None = None
 
     def fields(self) -> dict[str, Any]:
         return {name: value for name, value in self.__dict__.items() if value is not None}

@@ -65,6 +65,12 @@ def shown_state(worker: Worker, now: dt.datetime) -> str:
     return QUIET if worker.state == WorkerState.QUIET else RUNNING
 
 
+def overrun_shown(worker: Worker, now: dt.datetime) -> int:
+    """The slots of ``worker`` held by handlers whose job ended, as every surface says it: its last
+    heartbeat's count while it lives; none once dead (its process, and their threads, are gone)."""
+    return 0 if shown_state(worker, now) == DEAD else worker.overrun_handlers
+
+
 def held_counts(worker_ids: Sequence[str]) -> dict[str, int]:
     """The jobs each worker holds now: rows ``active`` and claimed by it (the partial index of held
     jobs), not the number its last heartbeat reported -- a dead worker's jobs, once recovered, are 0."""

@@ -43,7 +43,7 @@ from prometheus_client.core import GaugeMetricFamily
 from ..core import coverage, maintenance
 from ..core.clock import db_now
 from ..core.stats import dead_letter_stats, queue_figures, queues_with_available
-from ..core.workers import DEAD, SHOWN_STATES, shown_state
+from ..core.workers import DEAD, SHOWN_STATES, overrun_shown, shown_state
 from ..models import Queue, Worker
 from ..protocol.states import JobState
 from .signals import count_with, stop_counting
@@ -285,8 +285,15 @@ class StoreCollector:
             labels=["state"],
         )
         by_state = dict.fromkeys(SHOWN_STATES, 0)
-        for worker in Worker.objects.only("state", "last_heartbeat_at", "declared_dead_at"):
+        overrun = GaugeMetricFamily(
+            "ojs_handlers_overrun",
+            "Worker slots held by handlers still running though their job timed out or was cancelled (live workers).",
+        )
+        held_past_end = 0
+        for worker in Worker.objects.only("state", "last_heartbeat_at", "declared_dead_at", "overrun_handlers"):
             by_state[shown_state(worker, now)] += 1
+            held_past_end += overrun_shown(worker, now)
+        overrun.add_metric([], held_past_end)
         for state, value in by_state.items():
             workers.add_metric([state], value)
         active = GaugeMetricFamily("ojs_workers_active", "Workers alive: running, quiet or draining.")
@@ -316,7 +323,7 @@ class StoreCollector:
             f"Queues given no per-queue gauge in this scrape: past {MAX_QUEUES}, those with no available job first.",
         )
         left_out.add_metric([], unreported)
-        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, reapers, left_out)
+        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, reapers, left_out, overrun)
 
 
 def reported_queues() -> tuple[list[str], int]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections
 
-from ..core.types import BeatReply, HeldJob
+from ..core.types import BeatReply, HeldJob, WorkerInfo
 from ..core.workers import beat
 from ..observe.outage import OutageWatch
 from ..protocol.states import WorkerState
@@ -31,7 +31,7 @@ class Heartbeat:
         self,
         worker_id: str,
         interval: float,
-        snapshot: Callable[[], tuple[WorkerState, list[HeldJob]]],
+        snapshot: Callable[[], tuple[WorkerState, list[HeldJob], int]],
         on_reply: Callable[[BeatReply], None],
     ):
         self.worker_id = worker_id
@@ -97,9 +97,9 @@ class Heartbeat:
                     self._cond.notify_all()
 
     def _beat(self, report: WorkerState | None) -> None:
-        state, held = self._snapshot()
+        state, held, overrun = self._snapshot()
         try:
-            reply = beat(self.worker_id, state=report or state, held=held)
+            reply = beat(self.worker_id, state=report or state, held=held, info=WorkerInfo(overrun_handlers=overrun))
         except DatabaseError as exc:
             unreachable = self._outage.failed(exc)
             if not unreachable:

@@ -448,8 +448,13 @@ class Runtime:
         self._more_work = True
         self._waker.wake()
 
-    def _beat_snapshot(self) -> tuple[WorkerState, list[HeldJob]]:
-        return self.lifecycle.state, self._held_jobs()
+    def _beat_snapshot(self) -> tuple[WorkerState, list[HeldJob], int]:
+        return self.lifecycle.state, self._held_jobs(), len(self._overrun())
+
+    def _overrun(self) -> list[Execution]:
+        """Executions whose job ended (timed out, cancelled) while their handler still runs: each holds a slot."""
+        with self._table_lock:
+            return [e for e in self._table.values() if e.released and not e.thread_done]
 
     def _held_jobs(self) -> list[HeldJob]:
         """The attempts this worker holds: every execution whose outcome is not yet written."""
@@ -622,7 +627,7 @@ class Runtime:
 
     def _report_overrun(self, now: float) -> None:
         """Say which slots handlers hold whose jobs have ended: at once, then every ``OVERRUN_LOG_EVERY``."""
-        overrun = [e for e in list(self._table.values()) if e.released and not e.thread_done]
+        overrun = self._overrun()
         if not overrun:
             self._overrun_log_at = now + MAX_WAIT  # looked at again within a second; said at once when it starts
             return

@@ -35,7 +35,7 @@ def running(runtime: Runtime, job_id: uuid.UUID, attempt: int) -> Execution:
 @pytest.fixture
 def runtime() -> Runtime:
     runtime = Runtime(WorkerConfig(queues=("default",), concurrency=4))
-    runtime._heartbeat = Heartbeat(runtime.id, 5.0, lambda: (WorkerState.RUNNING, []), lambda reply: None)
+    runtime._heartbeat = Heartbeat(runtime.id, 5.0, lambda: (WorkerState.RUNNING, [], 0), lambda reply: None)
     return runtime
 
 

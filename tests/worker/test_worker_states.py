@@ -112,3 +112,30 @@ def test_a_sigtermed_worker_is_draining_at_once_not_quiet_until_its_next_heartbe
     assert set(said.values()) == {("draining", 1), ("draining", None)}, said
     process.send(signal.SIGTERM)  # the job runs for a minute: force the stop
     assert process.wait(timeout=PATIENCE) == 0, process.output
+
+
+def test_a_worker_whose_handler_outlived_its_job_says_so_on_every_surface(worker, api, admin_client, client,
+                                                                          metrics_on):
+    """A handler past its timeout keeps its thread and slot; the worker's row said "running",
+    0 jobs held, on every surface, while it could run one job less (or none)."""
+    worker("--concurrency", "2", "--heartbeat-interval", "1")  # the fixture stops it
+    stuck = django_ojs.enqueue("probe.record", [3600], timeout=1, retry={"max_attempts": 1})
+    wait_until(lambda: Worker.objects.filter(overrun_handlers=1).exists(), PATIENCE,
+               "a heartbeat counting the handler past its job")
+    [worker_id] = Worker.objects.values_list("id", flat=True)
+    assert Job.objects.get(id=stuck.id).state == "discarded"
+
+    out = io.StringIO()
+    call_command("ojs", "workers", "--json", stdout=out)
+    [cli] = json.loads(out.getvalue())
+    assert (cli["state"], cli["active_jobs"], cli["overrun_handlers"]) == ("running", 0, 1)
+    admin_api = api.get(f"/ojs/v1/admin/workers/{worker_id}").json()
+    assert (admin_api["active_jobs"], admin_api["overrun_handlers"]) == (0, 1)
+    cells = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"][worker_id]
+    assert "+ 1 held by handlers past their job" in cells["active_job_link"]
+    overview = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
+    assert f"Worker {worker_id}: 1 slot(s) held by handlers still running" in overview
+    assert "runs at most 1 job(s) at once" in overview
+    _, key = ApiKey.objects.issue("overrun scraper", ["read"])
+    metrics = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    assert "\nojs_handlers_overrun 1.0\n" in metrics

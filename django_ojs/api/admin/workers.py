@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from ...conf import ojs_settings
 from ...core import workers
 from ...core.clock import db_now
-from ...core.workers import DEAD, SHOWN_STATES, held_counts, shown_state
+from ...core.workers import DEAD, SHOWN_STATES, held_counts, overrun_shown, shown_state
 from ...models import Job, Worker
 from ...protocol.durations import format_timestamp
 from ...protocol.errors import Conflict, NotFound
@@ -45,6 +45,8 @@ def render_worker(worker: Worker, now: dt.datetime, held: int) -> dict[str, Any]
         "concurrency": worker.concurrency,
         "labels": worker.labels,
         "active_jobs": held,
+        # Handlers still running though their job ended: slots the worker cannot use.
+        "overrun_handlers": overrun_shown(worker, now),
         "started_at": format_timestamp(worker.started_at),
         "registered_at": format_timestamp(worker.registered_at),
         "last_heartbeat_at": format_timestamp(worker.last_heartbeat_at),

@@ -31,7 +31,8 @@ JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_a
 QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "throughput", "oldest_available_age_seconds",
                  "estimated_drain_seconds", "limits")
 WORKER_COLUMNS = (
-    "id", "hostname", "pid", "queues", "state", "reported_state", "directive", "active_jobs", "last_heartbeat_at",
+    "id", "hostname", "pid", "queues", "state", "reported_state", "directive", "active_jobs", "overrun_handlers",
+    "last_heartbeat_at",
 )
 BULK_HELP = {
     "retry": "retry failed (discarded) jobs, dead letters and plain discards: back to available with fresh attempts",
