@@ -61,7 +61,9 @@ def test_every_surface_says_the_same_snoozes_wait_and_signals(parked, api, admin
     assert "Send a signal" in page
     listed = admin_client.get(reverse("admin:django_ojs_job_changelist") + "?waiting=signal").content.decode()
     assert str(parked.id)[:8] in listed and "waits for approved" in listed
-    assert "2 / 3 · 1 snoozed" in listed  # attempts, and the snooze that spent none
+    # Its attempts, those charged (the snooze and the wait spent none), and the snooze.
+    assert f"2 ({info['attempts_charged']} / 3 charged) · 1 snoozed" in listed
+    assert listed_row["attempts_charged"] == shown["attempts_charged"] == info["attempts_charged"]
     assert str(parked.id)[:8] in admin_client.get(
         reverse("admin:django_ojs_job_changelist") + "?waiting=snoozed").content.decode()
 
