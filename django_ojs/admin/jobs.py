@@ -364,6 +364,9 @@ class JobAdminBase(ConsoleAdmin):
 
     def progress_live_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
         """The job page's progress box, rendered as on the page, and whether it may still move."""
+        # admin_view only asks for staff: the page's own view permission guards what it shows.
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
         job = self.get_object(request, unquote(object_id))
         if job is None:
             raise Http404("no such job")

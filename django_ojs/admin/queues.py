@@ -81,6 +81,9 @@ class QueueAdmin(ConsoleAdmin):
 
     def configure_view(self, request: HttpRequest, name: str) -> HttpResponse:
         """The queue's limits and bound, shown and (with the change permission) edited."""
+        # admin_view only asks for staff: reading the configuration needs the Queues page's view permission.
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
         queue = Queue.objects.filter(name=name).first()
         if queue is None:
             raise Http404("no such queue")

@@ -118,6 +118,23 @@ def test_staff_without_any_permission_sees_nothing(client, everything):
     assert client.get(reverse("admin:django_ojs_worker_live")).status_code == 403
 
 
+def test_staff_without_the_view_permission_reads_no_progress_and_no_queue_configuration(client, everything):
+    """The pages' JSON and forms guard what they show as the pages do: being staff is not enough."""
+    job = everything["available"]
+    client.force_login(staff_with([p for p in VIEW_ONLY if p not in ("view_job", "view_queue")], "nobody"))
+
+    progress = client.get(reverse("admin:django_ojs_job_progress", args=[job.pk]))
+    assert progress.status_code == 403
+    assert b"ojs-progress" not in progress.content
+    configure = client.get(reverse("admin:django_ojs_queue_configure", args=["default"]))
+    assert configure.status_code == 403
+    assert b"concurrency" not in configure.content
+
+    client.force_login(staff_with(["view_job", "view_queue"], "reader"))
+    assert client.get(reverse("admin:django_ojs_job_progress", args=[job.pk])).status_code == 200
+    assert client.get(reverse("admin:django_ojs_queue_configure", args=["default"])).status_code == 200
+
+
 def test_anonymous_visitors_are_sent_to_the_login_page(client, db):
     response = client.get(reverse("admin:django_ojs_overview_changelist"))
     assert response.status_code == 302 and reverse("admin:login") in response["Location"]
