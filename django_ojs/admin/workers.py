@@ -16,6 +16,7 @@ import datetime as dt
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, QuerySet, Subquery
@@ -258,7 +259,11 @@ class WorkerAdmin(ConsoleAdmin):
         """
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
-        changelist = self.get_changelist_instance(request)
+        try:
+            changelist = self.get_changelist_instance(request)
+        except IncorrectLookupParameters:
+            # The list itself sends such a query back to ?e=1; a poll has no page to show it on.
+            return JsonResponse({"error": "the query names no filter of the Workers list"}, status=400)
         rows = {
             str(worker.pk): {name: conditional_escape(getattr(self, name)(worker)) for name in LIVE_FIELDS}
             for worker in changelist.result_list

@@ -712,6 +712,18 @@ def test_the_overview_chart_offers_the_last_hour_day_and_month_and_draws_what_th
     screenshot(page, "23-overview-chart-month")
 
 
+def test_the_overview_keeps_its_workers_live_whatever_chart_it_shows(page, live_server):
+    """The chart's ?chart= is the overview's own: the live workers are not asked to filter by it."""
+    Worker.objects.register("worker-8", WorkerInfo(hostname="web-8", pid=88, queues=["default"], concurrency=4))
+    failures = []
+    page.on("response", lambda response: failures.append(response.url) if response.status >= 400 else None)
+
+    page.goto(f"{live_server.url}/admin/django_ojs/overview/?chart=day")
+    expect(page.locator(".ojs-chart-choices strong")).to_have_text("last day")
+    expect(page.locator(".ojs-live-status")).to_contain_text("Live: updated")
+    assert not [url for url in failures if "/live/" in url]
+
+
 def test_find_a_job_waiting_for_a_signal_and_send_it(page, live_server):
     job = Job.objects.push(parse_job({"type": "order.ship", "args": [42], "options": {"queue": "orders"}}))
     Job.objects.fetch(["orders"], worker_id="w1")

@@ -40,6 +40,12 @@ def test_view_only_staff_sees_the_overview_and_the_live_workers(viewer_client, e
     assert live.status_code == 200 and "worker-1" in live.json()["rows"]
 
 
+def test_the_live_workers_refuse_a_query_that_is_no_filter_of_theirs(viewer_client, everything):
+    live = viewer_client.get(reverse("admin:django_ojs_worker_live"), {"chart": "day"})
+    assert live.status_code == 400
+    assert "error" in live.json()
+
+
 def test_view_only_staff_sees_a_job_page_without_buttons(viewer_client, everything):
     page = viewer_client.get(reverse("admin:django_ojs_job_change", args=[everything["pending"].pk]))
     assert page.status_code == 200

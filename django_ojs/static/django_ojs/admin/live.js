@@ -1,7 +1,10 @@
 /* Live cells: refresh the cells of a list in place, without reloading the page.
  *
  * A page opts in with an element carrying data-ojs-live-url (a view answering
- * {"rows": {pk: {field: html}}}) and data-ojs-live-seconds. Rows are found by
+ * {"rows": {pk: {field: html}}}) and data-ojs-live-seconds. The view is asked
+ * with the page's own query string (its filters, search and page), unless the
+ * element carries data-ojs-live-query: the query to ask with instead, for a
+ * page whose parameters are not the list's (the overview's ?chart=). Rows are found by
  * an element with data-pk, cells by Django's "field-<name>" class, so ticked
  * checkboxes and the action bar are left alone. Refreshing pauses while the
  * tab is hidden. No build step, no dependency.
@@ -17,6 +20,7 @@
     function start(status) {
         const url = status.dataset.ojsLiveUrl;
         const seconds = Number(status.dataset.ojsLiveSeconds) || 3;
+        const query = 'ojsLiveQuery' in status.dataset ? status.dataset.ojsLiveQuery : window.location.search;
         let busy = false;
 
         function rowsOnPage() {
@@ -41,7 +45,7 @@
             }
             busy = true;
             try {
-                const response = await fetch(url + window.location.search, {
+                const response = await fetch(url + query, {
                     headers: {'Accept': 'application/json'},
                     credentials: 'same-origin',
                     cache: 'no-store'
