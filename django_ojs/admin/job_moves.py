@@ -47,6 +47,9 @@ class JobMove:
     confirm_warning: str = ""
     # The same move in core/bulk.py, for "everything this filter matches".
     bulk_name: str = ""
+    # The permission the action needs (the page's ``has_<permission>_permission``):
+    # ``change`` for a move between states, ``purge`` for a deletion.
+    permission: str = "change"
 
     @property
     def hint(self) -> str:
@@ -74,7 +77,7 @@ class JobMove:
         return outcome
 
     def as_admin_action(self) -> Callable:
-        """A ModelAdmin action running this move; it needs the model's change permission."""
+        """A ModelAdmin action running this move; it needs the model's ``permission``."""
 
         def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
             if bulk_actions.whole_filter_chosen(request):
@@ -88,7 +91,7 @@ class JobMove:
             return None
 
         action.__name__ = self.name
-        return admin.action(description=self.description, permissions=["change"])(action)
+        return admin.action(description=self.description, permissions=[self.permission])(action)
 
 
 def _count_refusal(outcome: Outcome, state: str | None) -> None:
@@ -157,6 +160,7 @@ PURGE = JobMove(
         "history and their events: this cannot be undone."
     ),
     bulk_name="purge",
+    permission="purge",
 )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.db.models.fields.json import KT
@@ -95,6 +96,15 @@ class JobAdminBase(ConsoleAdmin):
     job_moves: tuple[JobMove, ...] = ()
     # Why a ticked job is not among the rows an action finds.
     missing_reason = "no longer exists"
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        """Purging deletes jobs for good: it needs the page's delete permission, not its change one.
+
+        Not ``has_delete_permission``, which stays False so that the admin's
+        generic delete, which bypasses the core, is offered to no one.
+        """
+        codename = get_permission_codename("delete", self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
 
     paginator = EstimatedCountPaginator
     show_full_result_count = False
@@ -381,9 +391,11 @@ class JobAdminBase(ConsoleAdmin):
         buttons = []
         if job is not None and self.has_change_permission(request):
             name = f"admin:{self.opts.app_label}_{self.opts.model_name}_move"
+            allowed = self.get_actions(request)
             buttons = [
                 {"label": move.label, "url": reverse(name, args=[quote(job.pk), move.name]), "move": move}
                 for move in moves_from(job.state, self.job_moves)
+                if move.name in allowed
             ]
         signal_url = None
         if job is not None and self.has_change_permission(request) and job.state not in TERMINAL:

@@ -117,6 +117,34 @@ def test_actions_need_the_change_permission_of_their_own_model(client, make_job)
     assert Job.objects.filter(pk=dead.pk).exists()
 
 
+def test_purging_needs_the_delete_permission_of_the_failed_jobs(client, make_job):
+    """Purge deletes jobs for good: an operator who may change failed jobs but not delete them retries only."""
+    client.force_login(staff_with([*VIEW_ONLY, "change_deadletterjob"]))
+    dead = make_job("discarded")
+    changelist = reverse("admin:django_ojs_deadletterjob_changelist")
+
+    page = client.get(changelist)
+    assert b'value="retry_jobs"' in page.content
+    assert b'value="purge_jobs"' not in page.content
+    job_page = client.get(reverse("admin:django_ojs_deadletterjob_change", args=[dead.pk]))
+    assert b"/move/retry_jobs/" in job_page.content
+    assert b"/move/purge_jobs/" not in job_page.content
+
+    client.post(changelist, {"action": "purge_jobs", "_selected_action": [str(dead.pk)], "index": 0,
+                             "confirmed": "purge_jobs"})
+    client.post(changelist, {"action": "purge_jobs", "select_across": "1", "index": 0, "confirmed": "purge_jobs"})
+    button = client.post(reverse("admin:django_ojs_deadletterjob_move", args=[dead.pk, "purge_jobs"]),
+                         {"confirmed": "purge_jobs"})
+    assert button.status_code == 404
+    assert Job.objects.filter(pk=dead.pk).exists()
+
+    client.force_login(staff_with([*VIEW_ONLY, "change_deadletterjob", "delete_deadletterjob"], "purger"))
+    assert b'value="purge_jobs"' in client.get(changelist).content
+    client.post(changelist, {"action": "purge_jobs", "_selected_action": [str(dead.pk)], "index": 0,
+                             "confirmed": "purge_jobs"})
+    assert not Job.objects.filter(pk=dead.pk).exists()
+
+
 def test_staff_without_any_permission_sees_nothing(client, everything):
     client.force_login(staff_with([], "nobody"))
     for model in [*PAGES, "overview"]:
