@@ -266,6 +266,22 @@ def test_a_long_message_is_cut_in_the_log_line_and_kept_whole_on_the_job(claim, 
 
 # Logged once the transaction commits: the test commits.
 @pytest.mark.django_db(transaction=True)
+def test_an_error_cannot_write_lines_of_its_own_into_the_log(claim, caplog):
+    """A worker's error type and message are the client's text: their line breaks and bidi controls
+    are written escaped, so the failure stays one line and cannot forge another; the job keeps them as sent."""
+    caplog.set_level(logging.INFO, logger="django_ojs.jobs")
+    job = claim("w1", options={"retry": {**NO_JITTER, "max_attempts": 2}})
+    message = "oops\n2026-11-28 04:00:00,000 CRITICAL django_ojs.reaper: forged\r\u2028\u202egnp.exe"
+    retrying = fail(job, "Boom\nFake", message=message)
+    [(_, line)] = fate_lines(caplog)
+    assert not set(line) & {"\n", "\r", "\u2028", "\u202e"}
+    assert ("failed: Boom\\nFake: oops\\n2026-11-28 04:00:00,000 CRITICAL django_ojs.reaper: forged"
+            "\\r\\u2028\\u202egnp.exe; retry at") in line
+    assert reload(retrying).error["message"] == message
+
+
+# Logged once the transaction commits: the test commits.
+@pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_failure_logs_nothing(claim, caplog):
     caplog.set_level(logging.INFO, logger="django_ojs.jobs")
     job = claim("w1")
