@@ -33,7 +33,28 @@ def report_line(report: dict[str, Any], *, dry_run: bool = False) -> str:
     return text
 
 
+def for_terminal(text: str) -> str:
+    """``text`` with what is not printable escaped as Python writes it, line breaks kept.
+
+    What the CLI prints comes from clients: a worker's id and hostname, a job's
+    error, a step's name. An escape sequence among them (``\\x1b]0;…\\x07``, a
+    colour, a cursor move) would reach the operator's terminal and run there.
+    """
+    return "\n".join(_one_line(line) for line in text.split("\n"))
+
+
+def _one_line(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 def _cell(value: Any) -> str:
+    # One line per row: a line break inside a cell is escaped too.
+    return _one_line(_text(value))
+
+
+def _text(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (list, tuple)):

@@ -182,6 +182,17 @@ def test_workers_lists_live_workers_and_all_with_the_dead():
     assert "w-live" in ojs("workers")
 
 
+def test_what_clients_wrote_reaches_the_terminal_escaped():
+    """A worker's id and hostname come from HTTP clients: an escape sequence among them is printed as
+    text, not sent to the operator's terminal to run; --json says them exactly."""
+    Worker.objects.register("w-\x1b[31mred", WorkerInfo(hostname="h\x1b]0;pwned\x07\nforged  row", queues=["default"]))
+    printed = ojs("workers")
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "w-\\x1b[31mred" in printed and "h\\x1b]0;pwned\\x07\\nforged  row" in printed
+    assert len(printed.splitlines()) == 2
+    assert [w["hostname"] for w in ojs_json("workers")] == ["h\x1b]0;pwned\x07\nforged  row"]
+
+
 def test_a_worker_silent_past_the_timeout_is_dead_whether_or_not_the_reaper_said_so_yet():
     # No reaper has declared it (it is down, or not yet ticked): every surface already says dead.
     Worker.objects.register("w-live", WorkerInfo(hostname="h1"))

@@ -234,7 +234,7 @@ class Command(BaseCommand):
     # -- output ------------------------------------------------------------------------
 
     def emit(self, options: dict[str, Any], value: Any, text: Any) -> None:
-        self.stdout.write(output.as_json(value) if options["json"] else text())
+        self.stdout.write(output.as_json(value) if options["json"] else output.for_terminal(text()))
 
 
 def _filters(parser: Any) -> None:
