@@ -372,3 +372,24 @@ def test_past_a_release_the_attempts_say_how_many_were_charged_as_the_log_does(a
     page = admin_client.get(reverse("admin:django_ojs_job_change", args=[job.pk])).content.decode()
     for shown in (listing, page):
         assert "2 (1 / 3 charged)" in shown
+
+
+@pytest.mark.parametrize("url", [
+    "/admin/django_ojs/job/?queue=%00", "/admin/django_ojs/job/?type=a%00", "/admin/django_ojs/job/?q=%00",
+    "/admin/django_ojs/deadletterjob/?error_type=%00", "/admin/django_ojs/workflow/?type=%00",
+    "/admin/django_ojs/ratelimitoverride/?key=%00", "/admin/django_ojs/worker/%00/change/",
+    "/admin/django_ojs/queue/%00/configure/", "/admin/django_ojs/job/1/signal/?x%00=1",
+])
+def test_a_nul_anywhere_in_a_request_is_refused_not_an_error_page(admin_client, make_job, url):
+    """PostgreSQL keeps no NUL in text: a filter, a search or an id holding one is a 400, on every page."""
+    make_job("available")
+    response = admin_client.get(url)
+    assert response.status_code == 400
+    assert b"NUL" in response.content
+
+
+def test_a_nul_in_a_form_is_refused_and_changes_nothing(admin_client, make_job):
+    job = make_job("available")
+    form = {"action": "cancel_jobs", "_selected_action": [str(job.pk)], "index": 0, "note": "\x00"}
+    assert admin_client.post(reverse("admin:django_ojs_job_changelist"), form).status_code == 400
+    assert Job.objects.get(pk=job.pk).state == "available"
