@@ -7,6 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 
 
@@ -36,6 +39,19 @@ class ConsoleAdmin(admin.ModelAdmin):
         for pattern in patterns:
             pattern.callback = refusing_nul(pattern.callback)
         return patterns
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet, *args: Any, **kwargs: Any) -> HttpResponse | None:
+        # Ticked rows are primary keys: one that is none (a job's UUID where its seq is asked)
+        # failed the action's query, a 500; it is a refusal before anything runs.
+        primary_key = self.model._meta.pk
+        assert primary_key is not None, "every page lists a model with a primary key"
+        try:
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                primary_key.to_python(value)
+        except ValidationError:
+            return HttpResponseBadRequest("A ticked row is not a row of this list.", content_type="text/plain")
+        # Django 6.1 passes where the action was chosen (action_location); earlier versions do not.
+        return super().response_action(request, queryset, *args, **kwargs)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None and super().has_change_permission(request)

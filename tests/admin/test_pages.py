@@ -393,3 +393,14 @@ def test_a_nul_in_a_form_is_refused_and_changes_nothing(admin_client, make_job):
     form = {"action": "cancel_jobs", "_selected_action": [str(job.pk)], "index": 0, "note": "\x00"}
     assert admin_client.post(reverse("admin:django_ojs_job_changelist"), form).status_code == 400
     assert Job.objects.get(pk=job.pk).state == "available"
+
+
+def test_a_ticked_row_that_is_no_row_of_the_list_is_refused_not_an_error_page(admin_client, make_job):
+    """A crafted action names rows by the list's primary key (a job's seq): a job's UUID there is a 400."""
+    job = make_job("available")
+    form = {"action": "cancel_jobs", "_selected_action": [str(job.id)], "index": 0}
+    assert admin_client.post(reverse("admin:django_ojs_job_changelist"), form).status_code == 400
+    assert Job.objects.get(pk=job.pk).state == "available"
+    form["_selected_action"] = [str(job.pk)]
+    assert admin_client.post(reverse("admin:django_ojs_job_changelist"), form).status_code == 302
+    assert Job.objects.get(pk=job.pk).state == "cancelled"
