@@ -23,16 +23,19 @@ if TYPE_CHECKING:
     from .models import ApiKey
 
 KEY_PREFIX = "ojs_"
-# read: INFO, listings, statistics, events. enqueue: PUSH, CANCEL, ACTIVATE.
+# read: listings, statistics, events, metrics. enqueue: PUSH, CANCEL, ACTIVATE.
 # worker: FETCH, ACK, FAIL, BEAT. admin: everything, including the dead
-# letter's retry and purge, queue pause/resume and cron changes.
+# letter's retry and purge, queue pause/resume and cron changes. Every key may
+# read one job, workflow, result or progress by its id (``read``).
 SCOPES = ("read", "enqueue", "worker", "admin")
-# What the admin API's reads need (GET /ojs/v1/admin/...): not a scope a key
-# holds but a requirement, met by ``read`` or ``admin`` only. ojs-security §7.5
-# lets neither producers nor workers inspect jobs or list queues, and
-# ojs-admin-api §13.1 separates these reads (ojs:admin:read) from the writes,
-# which need ``admin``.
-ADMIN_READ = "read or admin"
+# What listing and inspecting the system needs: the binding's lists (queues, the
+# dead letter, cron, rate limits), the event feed, the metrics and the admin API's
+# reads. Not a scope a key holds but a requirement, met by ``read`` or ``admin``
+# only: ojs-security §7.5 lets neither producers nor workers inspect jobs or list
+# queues, and ojs-admin-api §13.1 separates these reads (ojs:admin:read) from the
+# writes, which need ``admin``. A job's id, which its producer got back from PUSH
+# and its worker from FETCH, still reads that one job with any key.
+INSPECT = "read or admin"
 
 
 def generate_key() -> str:
@@ -47,10 +50,10 @@ def grants(scopes: Iterable[str], required: str) -> bool:
     """Does a key with ``scopes`` allow an operation that needs ``required``?
 
     ``admin`` allows everything, and any scope allows reading, except the
-    admin API's reads (``ADMIN_READ``): ``read`` or ``admin``.
+    admin API's reads (``INSPECT``): ``read`` or ``admin``.
     """
     held = set(scopes)
-    if required == ADMIN_READ:
+    if required == INSPECT:
         return bool(held & {"read", "admin"})
     return "admin" in held or required in held or (required == "read" and bool(held))
 

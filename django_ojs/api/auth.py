@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from ..conf import ojs_settings
-from ..keys import ADMIN_READ, grants
+from ..keys import INSPECT, grants
 from ..models import ApiKey
 
 # How often a key's last_used_at is refreshed: not a write per request.
@@ -73,7 +73,7 @@ def check_scope(key: Any, required: str | dict[str, str], method: str) -> None:
         method = "GET" if method == "HEAD" else method
         required = required.get(method, "read" if method == "OPTIONS" else "admin")
     if not grants(key.scopes, required):
-        needed = "the 'read' or the 'admin' scope" if required == ADMIN_READ else f"the '{required}' scope"
+        needed = "the 'read' or the 'admin' scope" if required == INSPECT else f"the '{required}' scope"
         denied = exceptions.PermissionDenied(f"API key {key.prefix}… lacks {needed} this operation needs")
         denied.ojs_details = {"required_scope": required, "key_scopes": key.scopes}
         raise denied

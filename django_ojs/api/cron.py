@@ -10,6 +10,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..core import schedules
+from ..keys import INSPECT
 from ..models import CronJob
 from ..protocol.cron_jobs import parse_cron_request, validate_cron_name
 from ..protocol.durations import format_timestamp
@@ -49,7 +50,7 @@ def render_cron(cron: CronJob) -> dict[str, Any]:
 
 
 class CronListView(OJSView):
-    required_scope = {"GET": "read", "POST": "admin"}
+    required_scope = {"GET": INSPECT, "POST": "admin"}
 
     def get(self, request: Any) -> Response:
         page = page_of(request.query_params)
@@ -70,7 +71,7 @@ class CronListView(OJSView):
 
 
 class CronView(OJSView):
-    required_scope = {"GET": "read", "DELETE": "admin"}
+    required_scope = {"GET": INSPECT, "DELETE": "admin"}
 
     def get(self, request: Any, name: str) -> Response:
         cron = CronJob.objects.filter(name=validate_cron_name(name)).first()

@@ -18,6 +18,7 @@ from ..conf import ojs_settings
 from ..core import control
 from ..core.dead_letter import dead_letter_jobs, find, retention
 from ..core.stats import dead_letter_stats
+from ..keys import INSPECT
 from ..models import JobError
 from ..protocol.durations import format_duration, format_timestamp
 from ..protocol.envelope import parse_job_ref, render_job, validate_queue_name
@@ -27,6 +28,8 @@ from .pagination import page_of
 
 
 class DeadLetterListView(OJSView):
+    required_scope = INSPECT
+
     def get(self, request: Any) -> Response:
         params = request.query_params
         page = page_of(params)
@@ -75,6 +78,8 @@ def render_stats(stats: dict[str, Any]) -> dict[str, Any]:
 class DeadLetterStatsView(OJSView):
     """ojs-dead-letter §10.1."""
 
+    required_scope = INSPECT
+
     def get(self, request: Any) -> Response:
         return Response(render_stats(dead_letter_stats()))
 
@@ -103,7 +108,7 @@ def delete_dead_letter(job_id: str) -> str:
 
 
 class DeadLetterJobView(OJSView):
-    required_scope = {"GET": "read", "DELETE": "admin"}
+    required_scope = {"GET": INSPECT, "DELETE": "admin"}
 
     def get(self, request: Any, job_id: str) -> Response:
         return Response(shown_dead_letter(job_id))

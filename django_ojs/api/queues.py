@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from ..core import queue_config, queues
 from ..core.queue_config import render_config
 from ..core.stats import queue_stats
+from ..keys import INSPECT
 from ..models import Queue
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import validate_queue_name
@@ -31,6 +32,8 @@ def render_queue(queue: Queue | None, name: str) -> dict[str, Any]:
 
 
 class QueueListView(OJSView):
+    required_scope = INSPECT
+
     def get(self, request: Any) -> Response:
         page = page_of(request.query_params)
         rows, has_more = page.slice(Queue.objects.order_by("name"))
@@ -40,6 +43,8 @@ class QueueListView(OJSView):
 
 
 class QueueStatsView(OJSView):
+    required_scope = INSPECT
+
     def get(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")
         stats = queue_stats(name)
@@ -54,6 +59,8 @@ class QueueStatsView(OJSView):
 class QueueView(OJSView):
     """ojs-queue-config §9.3: a queue's state, configuration and counts."""
 
+    required_scope = INSPECT
+
     def get(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")
         stats = queue_stats(name)
@@ -67,7 +74,7 @@ class QueueView(OJSView):
 class QueueConfigView(OJSView):
     """ojs-queue-config §9.1: read and change a queue's limits and bound (only the fields given)."""
 
-    required_scope = {"GET": "read", "PUT": "admin", "PATCH": "admin"}
+    required_scope = {"GET": INSPECT, "PUT": "admin", "PATCH": "admin"}
 
     def get(self, request: Any, name: str) -> Response:
         name = validate_queue_name(name, "name")

@@ -13,6 +13,7 @@ from typing import Any
 from rest_framework.response import Response
 
 from ..core import limits
+from ..keys import INSPECT
 from ..protocol.durations import parse_timestamp
 from ..protocol.errors import InvalidRequest, NotFound
 from ..protocol.ratelimit import KEY_PATTERN, MAX_KEY_LENGTH, parse_limit_fields
@@ -42,6 +43,8 @@ def _key(raw: str) -> str:
 
 
 class RateLimitListView(OJSView):
+    required_scope = INSPECT
+
     def get(self, request: Any) -> Response:
         page = page_of(request.query_params)
         everything = limits.keys()
@@ -52,7 +55,7 @@ class RateLimitListView(OJSView):
 
 
 class RateLimitView(OJSView):
-    required_scope = {"GET": "read", "PUT": "admin", "DELETE": "admin"}
+    required_scope = {"GET": INSPECT, "PUT": "admin", "DELETE": "admin"}
 
     def get(self, request: Any, key: str) -> Response:
         state = limits.inspect(_key(key))

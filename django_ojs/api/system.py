@@ -13,6 +13,7 @@ from ..conf import ojs_settings
 from ..core import maintenance_mode
 from ..core.stats import THROUGHPUT_WINDOW
 from ..core.testing import reset_store
+from ..keys import INSPECT
 from ..models import Event
 from ..protocol.durable import MAX_CHECKPOINT_BYTES, MAX_STEP_NAME_CHARS, MAX_STEP_RESULT_BYTES
 from ..protocol.durations import format_timestamp
@@ -288,6 +289,8 @@ def render_event(event: Event) -> dict[str, Any]:
 class EventListView(OJSView):
     """ojs-events §6.4 polling: oldest first; ``after`` is the cursor of the last page."""
 
+    required_scope = INSPECT
+
     def get(self, request: Any) -> Response:
         params = request.query_params
         events = Event.objects.order_by("seq")
@@ -343,7 +346,7 @@ class ResetView(OJSView):
 class MetricsView(OJSView):
     """Prometheus exposition (docs/how-to/metrics.md): any key may scrape it, as any may read."""
 
-    required_scope = "read"
+    required_scope = INSPECT
 
     def get(self, request: Any) -> HttpResponse:
         if not ojs_settings.METRICS:

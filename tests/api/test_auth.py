@@ -89,11 +89,35 @@ def test_a_worker_key_cannot_purge_the_dead_letter_but_an_admin_key_can(make_cli
     assert make_client("admin").delete(f"/ojs/v1/dead-letter/{job.id}").status_code == 200
 
 
-@pytest.mark.parametrize("scope", ["read", "enqueue", "worker", "admin"])
-def test_every_scope_may_read(make_client, scope):
+# What lists or inspects the system: ojs-security §7.5 gives it to operators (read) and admins.
+INSPECTING = ("/ojs/v1/queues", "/ojs/v1/queues/default", "/ojs/v1/queues/default/stats",
+              "/ojs/v1/queues/default/config", "/ojs/v1/dead-letter", "/ojs/v1/dead-letter/stats",
+              "/ojs/v1/cron", "/ojs/v1/rate-limits", "/ojs/v1/events", "/ojs/v1/metrics")
+
+
+@pytest.mark.parametrize("scope", ["read", "admin"])
+def test_a_read_or_admin_key_lists_and_inspects(make_client, scope, ojs):
+    pytest.importorskip("prometheus_client")
+    ojs(METRICS=True)
     client = make_client(scope)
-    for path in ("/ojs/v1/queues", "/ojs/v1/dead-letter", "/ojs/v1/cron", "/ojs/v1/events",
-                 "/ojs/v1/queues/default/stats"):
+    for path in INSPECTING[:-1]:
+        assert client.get(path).status_code == 200, path
+    assert client.client.get("/ojs/v1/metrics").status_code == 200  # text, not the binding's JSON
+
+
+@pytest.mark.parametrize("scope", ["enqueue", "worker"])
+def test_a_producers_or_workers_key_lists_nothing_but_reads_a_job_by_its_id(make_client, scope, push, ojs):
+    """Any key listed the dead letter (every failed job's arguments and errors), the queues, the events
+    and the metrics, where ojs-security §7.5 lets neither producers nor workers inspect or list."""
+    ojs(METRICS=True)
+    client = make_client(scope)
+    for path in INSPECTING:
+        response = client.get(path)
+        assert response.status_code == 403, path
+        assert response.json()["error"]["details"]["required_scope"] == "read or admin"
+    # The id it got back from PUSH (or FETCH) reads that one job, its result and its progress.
+    job = push()
+    for path in (f"/ojs/v1/jobs/{job.id}", f"/ojs/v1/jobs/{job.id}/result", f"/ojs/v1/jobs/{job.id}/progress"):
         assert client.get(path).status_code == 200, path
 
 

@@ -7,21 +7,21 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ...core.counting import Tally
-from ...keys import ADMIN_READ
+from ...keys import INSPECT
 from ...protocol.durations import parse_timestamp
 from ...protocol.errors import InvalidRequest
 from ..base import OJSView
 
 
 class AdminView(OJSView):
-    """Reads need ``read`` or ``admin`` (``keys.ADMIN_READ``); every other method ``admin``
+    """Reads need ``read`` or ``admin`` (``keys.INSPECT``); every other method ``admin``
     (``auth.check_scope``'s default for a method the mapping does not name).
 
     ``query``: the query parameters the view reads, by method; any other is refused. A misspelt
     filter (``?status=discarded``) left out would answer every job as if it were the filtered
     list, and an alert counting it would count them all."""
 
-    required_scope: str | dict[str, str] = {"GET": ADMIN_READ}
+    required_scope: str | dict[str, str] = {"GET": INSPECT}
     query: Mapping[str, Collection[str]] = {}
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
