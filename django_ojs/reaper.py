@@ -10,7 +10,11 @@ logs the outage once, and its end once. Workers could not heartbeat during
 it, so after an outage the loops that punish silence (dead workers,
 expired leases) wait one ``HEARTBEAT_TIMEOUT`` before they judge anyone:
 the core's own check (``restarted_within``) sees a server restart, this one
-also an outage without a restart (a cut network, a restarted pooler).
+also an outage without a restart (a cut network, a restarted pooler). On
+SQLite a writer that holds the file's lock past the busy timeout (a long
+transaction in a shell, a VACUUM of a big file) holds every heartbeat back as
+long: the reaper's own writes meet the same lock, and it waits as after an
+outage, so it does not declare the whole fleet dead when the lock goes.
 """
 
 from __future__ import annotations
@@ -160,7 +164,7 @@ class Reaper:
                     # or an operator's pg_cancel_backend of a long statement: expected, said in a
                     # line. The prune's own lock timeouts it handles itself.
                     logger.warning("reaper loop %s: %s; next tick tries again", loop.name, summary(exc))
-                elif not outage.failed(exc):
+                elif not outage.failed(exc) and not outage.locked_out(exc):
                     logger.exception("reaper loop %s failed; retrying next tick", loop.name)
                 close_old_connections()
                 break

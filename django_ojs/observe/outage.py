@@ -112,6 +112,7 @@ class OutageWatch:
         self.meanwhile = meanwhile
         self.failures = 0  # calls failed in a row for want of a database
         self._down_since: float | None = None
+        self._locked = False  # what the spell since _down_since is: SQLite held by another writer
         self._back_at: float | None = None
         self._lock = threading.Lock()
 
@@ -132,6 +133,25 @@ class OutageWatch:
                 )
             return True
 
+    def locked_out(self, exc: BaseException) -> bool:
+        """Record a failed database call; True if it waited out SQLite's busy timeout ("database is
+        locked"): another writer held the file's lock all along.
+
+        Not an outage -- the database answers -- and nothing to retry on a new connection, but
+        every other writer was held as long, the workers' heartbeats too: like an outage, it keeps
+        ``settled`` False until the database has been written again for a while. Logged once.
+        """
+        if not is_busy(exc):
+            return False
+        with self._lock:
+            if self._down_since is None:
+                self._down_since, self._locked = time.monotonic(), True
+                self.logger.warning(
+                    "%s: SQLite stayed locked by another writer past its timeout (%s); %s",
+                    self.component, summary(exc), self.meanwhile,
+                )
+            return True
+
     def succeeded(self) -> None:
         """Record a database call that worked; logs the end of an outage."""
         if not self.failures and self._down_since is None:
@@ -140,11 +160,12 @@ class OutageWatch:
             self.failures = 0
             if self._down_since is not None:
                 self.logger.warning(
-                    "%s: database available again after %.1fs",
+                    "%s: database %s again after %.1fs",
                     self.component,
+                    "writable" if self._locked else "available",
                     time.monotonic() - self._down_since,
                 )
-                self._down_since = None
+                self._down_since, self._locked = None, False
                 self._back_at = time.monotonic()
 
     def settled(self, seconds: float) -> bool:

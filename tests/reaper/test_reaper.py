@@ -124,6 +124,52 @@ def test_an_outage_is_logged_once_and_silence_is_judged_only_a_heartbeat_timeout
     ]
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's file lock")
+def test_a_sqlite_writer_holding_the_lock_past_the_timeout_declares_no_worker_dead(
+    transactional_db, ojs, caplog, monkeypatch
+):
+    """A shell's BEGIN IMMEDIATE held past the busy timeout held every heartbeat back as long as
+    the reaper's own writes: when it commits, the reaper gives the workers a HEARTBEAT_TIMEOUT to
+    beat again, as after an outage, instead of winning the lock first and declaring them all dead.
+    Said in one line each way, no traceback."""
+    import sqlite3
+
+    from django_ojs.observe import outage
+
+    ojs(HEARTBEAT_TIMEOUT=3)
+    clock = [100.0]
+    monkeypatch.setattr(outage.time, "monotonic", lambda: clock[0])
+    Worker.objects.register("w-live")
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.1)  # its busy wait, cut short
+    connection.close()
+    shell = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    shell.execute("BEGIN IMMEDIATE")
+    reaper = Reaper([Loop("promote", Job.objects.promote_due, 0.0),
+                     Loop("workers", maintenance.reap_dead_workers, 0.0, judges_silence=True)])
+    try:
+        for _ in range(3):
+            assert reaper.tick()["promote"] == 0  # locked out: nothing moved, the tick goes on
+    finally:
+        shell.execute("COMMIT")
+        shell.close()
+    # The worker could not beat while the lock was held: its last beat is as old as the lock.
+    Worker.objects.filter(pk="w-live").update(last_heartbeat_at=ago(seconds=10))
+    clock[0] += 10
+    reaper.tick()
+    assert Worker.objects.get(pk="w-live").declared_dead_at is None
+    Worker.objects.beat("w-live")  # it beats again within the timeout
+    clock[0] += 3
+    assert reaper.tick() == {"promote": 0, "workers": 0}
+    assert Worker.objects.get(pk="w-live").declared_dead_at is None
+    records = [r for r in caplog.records if r.name == "django_ojs.reaper"]
+    assert [r.getMessage() for r in records] == [
+        "reaper: SQLite stayed locked by another writer past its timeout (database is locked); "
+        "retrying until it is back",
+        "reaper: database writable again after 10.0s",
+    ]
+    assert all(r.exc_info is None for r in records)
+
+
 def test_run_forever_keeps_time_until_stopped(transactional_db, spec, ojs):
     ojs(REAPER_INTERVAL=0.05)
     reaper = Reaper()
