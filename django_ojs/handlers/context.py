@@ -13,6 +13,7 @@ from ..core import waits, workflows
 from ..core.durable import record_step, steps_of
 from ..core.progress import report_progress
 from ..core.types import Lease
+from ..observe.outage import is_busy, is_unavailable, summary
 from ..protocol.durable import check_step_name, check_step_result
 from ..protocol.durations import format_timestamp
 
@@ -310,8 +311,13 @@ class JobContext:
         self._progress_sent_at = time.monotonic()
         try:
             report_progress(self.job.id, report, attempt=self.job.attempt, worker_id=self.worker_id)
-        except Exception:  # ojs-progress §4: a report never affects the job
-            logger.warning("progress of job %s not written", self.job_id, exc_info=True)
+        except Exception as exc:  # ojs-progress §4: a report never affects the job
+            if is_busy(exc) or is_unavailable(exc):
+                # SQLite locked by another writer, or the database away: said in a line, as the
+                # heartbeat says it; the next report or the job's end writes progress again.
+                logger.warning("progress of job %s not written (%s)", self.job_id, summary(exc))
+            else:
+                logger.warning("progress of job %s not written", self.job_id, exc_info=True)
 
     # -- durable jobs: checkpoints and steps (docs/how-to/durable-jobs.md) --------------
 

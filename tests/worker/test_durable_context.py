@@ -1,8 +1,12 @@
-"""ctx.checkpoint / ctx.last_checkpoint / ctx.run_step: what a Python handler resumes from."""
+"""ctx.checkpoint / ctx.last_checkpoint / ctx.run_step: what a Python handler resumes from; and
+ctx.progress's writes, which never fail the handler."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
+from django.db import connection
 
 from django_ojs.core.types import Lease
 from django_ojs.handlers.context import JobCancelled, JobContext
@@ -95,3 +99,23 @@ def test_a_cancelled_context_starts_no_step(claim):
     with pytest.raises(JobCancelled):
         ctx.run_step("charge", lambda: ran.append(True))
     assert ran == [] and not JobStep.objects.exists()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's file lock")
+def test_a_progress_report_locked_out_on_sqlite_is_said_in_one_line_without_a_traceback(claim, caplog, monkeypatch):
+    """Another writer held SQLite past the busy timeout: the report is dropped (fire-and-forget,
+    ojs-progress §4), as the heartbeat's beat is, with a line and not a traceback per report."""
+    job = claim("w1")
+    ctx = context(job)
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "timeout", 0.1)  # its busy wait, cut short
+    connection.close()
+    shell = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+    shell.execute("BEGIN IMMEDIATE")
+    try:
+        ctx.progress(0.5)  # never raised into the handler
+    finally:
+        shell.execute("COMMIT")
+        shell.close()
+    [record] = [r for r in caplog.records if "progress" in r.getMessage()]
+    assert record.getMessage() == f"progress of job {job.id} not written (database is locked)"
+    assert record.exc_info is None
