@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 from django.db.backends.signals import connection_created
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
@@ -159,7 +159,7 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
         logger.warning("request %s: SQLite stayed locked by other writers (%s)", request_id, exc)
         code, message, details, hint, retryable = (
             "backend_unavailable", "the database is busy with other writers", {"retry_after_seconds": BUSY_RETRY_AFTER},
-            "Retry the request; on SQLite, set OPTIONS 'transaction_mode': 'IMMEDIATE' (manage.py check, W008).", True)
+            _busy_hint(), True)
         headers["Retry-After"] = str(BUSY_RETRY_AFTER)
     else:
         logger.error("unexpected error (request %s): %s", request_id, summary(exc), exc_info=exc)
@@ -171,6 +171,14 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
         code, details, hint, retryable = "backend_error", {}, None, True
     body = error_body(code, message, request_id, retryable=retryable, details=details, hint=hint)
     return body, getattr(exc, "http_status", None) or STATUS.get(code, 400), headers
+
+
+def _busy_hint() -> str:
+    """What to do about SQLite's "database is locked": the W008 setting where it is missing; where it
+    is set, writers did queue, and one held the lock past the others' timeout."""
+    if (connections["default"].settings_dict.get("OPTIONS") or {}).get("transaction_mode") != "IMMEDIATE":
+        return "Retry the request; on SQLite, set OPTIONS 'transaction_mode': 'IMMEDIATE' (manage.py check, W008)."
+    return "Retry the request; another writer held SQLite's lock past the busy timeout (OPTIONS 'timeout')."
 
 
 def json_error(code: str, message: str, status: int) -> JsonResponse:
