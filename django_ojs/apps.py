@@ -3,8 +3,10 @@ from __future__ import annotations
 import logging
 
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 from .conf import ojs_settings
+from .core import sqlite_errors
 
 logger = logging.getLogger("django_ojs")
 
@@ -20,6 +22,9 @@ class DjangoOJSConfig(AppConfig):
 
         # Imported once the app registry is ready: the checks read the models and handlers.
         from .conf import checks  # noqa: F401  (registers the system checks)
+
+        # On SQLite a failed query lets go of its cursor in its own thread (core/sqlite_errors.py).
+        connection_created.connect(sqlite_errors.install, dispatch_uid="django_ojs.sqlite_errors")
 
         # Every installed app's jobs.py registers its handlers, in the web
         # processes (for their enqueue defaults) as in the workers.
