@@ -171,3 +171,6 @@ def test_with_the_default_caps_streams_and_waits_held_together_leave_a_thread_fo
         wait_until(lambda: answers.count(503) == len(paths) - held, PATIENCE, "the requests past the caps refused")
         assert wire.send("GET", "/ojs/v1/health", key=False)[0] == 200
         assert wire.send("GET", f"/ojs/v1/jobs/{job.id}")[0] == 200
+        # The job ends: the held wait answers and the streams close, so the server stops at once.
+        Job.objects.ack(job.id, result=1, lease=Lease(worker_id="w1"))
+        wait_until(lambda: len(answers) == len(paths), PATIENCE, "every held request to end with the job")
