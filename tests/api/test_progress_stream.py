@@ -172,6 +172,8 @@ def test_one_more_stream_than_a_process_serves_is_503_and_the_server_still_answe
 
         wait_until(a_stream_is_served, PATIENCE, "the slot of the stream whose client left", interval=0.2)
         held[0].close()
+        # The job ends: every stream still open on the server ends with it, and the server stops at once.
+        Job.objects.ack(job.id, lease=Lease("w1", job.attempt))
 
 
 def test_a_stream_closes_after_its_longest_time(key, push):
