@@ -41,12 +41,12 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from .handlers.context import JobContext
-from .handlers.registry import registry
+from .handlers.registry import DJANGO_TASK_TYPE, registry
 from .models import Job, JobError
 from .producer import enqueue
 from .protocol.states import JobState
 
-JOB_TYPE = "django.task"
+JOB_TYPE = DJANGO_TASK_TYPE
 
 STATUS = {
     JobState.SCHEDULED: TaskResultStatus.READY,

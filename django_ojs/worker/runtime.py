@@ -62,7 +62,7 @@ from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
 from ..handlers.context import JobContext
 from ..handlers.middleware import execution_chain
-from ..handlers.registry import HandlerRegistry, registry
+from ..handlers.registry import DJANGO_TASK_TYPE, HandlerRegistry, registry
 from ..models import Queue
 from ..observe.outage import OutageWatch, retry_on_new_connection
 from ..protocol.failure import Failure
@@ -164,6 +164,8 @@ class _Drain:
 class Runtime:
     def __init__(self, config: WorkerConfig, *, handlers: HandlerRegistry = registry):
         self.config = config
+        # Django logs every query only under DEBUG: then the loop forgets its own each turn.
+        self._forget_queries = settings.DEBUG
         self.id = str(uuid7())
         self.lifecycle = Lifecycle()
         self.stats = Stats()
@@ -388,7 +390,8 @@ class Runtime:
 
     def _turn(self) -> None:
         self._waker.wait(self._time_to_wait(time.monotonic()))
-        reset_queries()  # under DEBUG, this loop's queries would fill Django's log of 9,000 for nothing
+        if self._forget_queries:
+            reset_queries()  # this loop's queries would fill Django's log of 9,000 for nothing
         self._apply_signals()
         self._apply_replies()
         self._collect_finished()
@@ -782,10 +785,6 @@ class Runtime:
             return True
         with self._table_lock:
             return all(execution.released for execution in self._table.values())
-
-
-# The handler django-ojs registers itself on Django >= 6.0 (``tasks.py``), for Django's @task functions.
-DJANGO_TASK_TYPE = "django.task"
 
 
 def _has_work_to_claim(types: list[str]) -> bool:
