@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..protocol.printable import one_line
+
 
 def as_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
@@ -40,18 +42,12 @@ def for_terminal(text: str) -> str:
     error, a step's name. An escape sequence among them (``\\x1b]0;…\\x07``, a
     colour, a cursor move) would reach the operator's terminal and run there.
     """
-    return "\n".join(_one_line(line) for line in text.split("\n"))
-
-
-def _one_line(text: str) -> str:
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+    return "\n".join(one_line(line) for line in text.split("\n"))
 
 
 def _cell(value: Any) -> str:
     # One line per row: a line break inside a cell is escaped too.
-    return _one_line(_text(value))
+    return one_line(_text(value))
 
 
 def _text(value: Any) -> str:

@@ -32,6 +32,7 @@ from django.db.models import Case, JSONField, Q, Value, When
 from ..models import Job, JobError
 from ..protocol.durations import format_timestamp, to_millis
 from ..protocol.failure import Failure
+from ..protocol.printable import one_line
 from ..protocol.retry import FailureDecision, RetryPolicy, decide
 from ..protocol.states import JobState, Move, sources, target
 from . import events, partitions
@@ -420,18 +421,7 @@ LOG_MESSAGE_CHARS = 500
 def _log_excerpt(message: str) -> str:
     if len(message) > LOG_MESSAGE_CHARS:
         message = f"{message[:LOG_MESSAGE_CHARS]}… ({len(message):,} characters; the whole message is in the job's errors)"
-    return _one_line(message)
-
-
-def _one_line(text: str) -> str:
-    """``text`` with what is not printable escaped as Python writes it (``\\n``, ``\\u202e``).
-
-    Line breaks, line separators and bidi controls among them: a client's error
-    (``"oops\\n2026-… CRITICAL …"``) must not write lines of its own into the server's log.
-    """
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+    return one_line(message)
 
 
 def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> None:
@@ -445,7 +435,7 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
     # failed; retry at" read as a broken policy. Then the attempts charged are said beside it.
     charged = f"/{job.max_attempts}" if not job.releases else (
         f" ({job.attempt - job.releases}/{job.max_attempts} charged)")
-    head = (f"job {job.id} ({job.type}) attempt {job.attempt}{charged} failed: {_one_line(failure.type)}: "
+    head = (f"job {job.id} ({job.type}) attempt {job.attempt}{charged} failed: {one_line(failure.type)}: "
             f"{_log_excerpt(failure.message)}")
     if ended is not None:
         until = format_timestamp(job.kept_until) if job.kept_until else "-"
@@ -459,7 +449,7 @@ def _log_failure(job: Job, failure: Failure, ended: FailureDecision | None) -> N
 def _log_release(job: Job, failure: Failure) -> None:
     """One line per attempt released uncharged (a shutdown's ``ShutdownError``, a NACK's requeue), in
     the word the worker's summary counts it by: which jobs its "3 released" were."""
-    line = (f"job {job.id} ({job.type}) attempt {job.attempt} released: {_one_line(failure.type)}: "
+    line = (f"job {job.id} ({job.type}) attempt {job.attempt} released: {one_line(failure.type)}: "
             f"{_log_excerpt(failure.message)}; back in its queue now, the attempt not charged")
     transaction.on_commit(lambda: logger.info("%s", line))
 
