@@ -25,6 +25,7 @@ from ..core import coverage, history, maintenance, maintenance_mode
 from ..core.clock import TxNow, db_now
 from ..core.counting import count_rows
 from ..core.stats import oldest_available, state_counts
+from ..core.workers import overrun_shown
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
@@ -190,11 +191,13 @@ class OverviewAdmin(admin.ModelAdmin):
                  "The reaper declares dead workers dead and requeues their jobs: is ojs_reaper running?",
                  admin_changelist_url("worker"))
         # Live workers whose handlers outlived their job: slots held that a job list shows as free.
-        for worker in [w for w in unreaped.filter(overrun_handlers__gt=0).order_by("id")[:ATTENTION_ROWS]
-                       if not is_dead(w, w.db_now)]:
-            left = (worker.concurrency or 0) - worker.overrun_handlers
+        for worker in unreaped.filter(overrun_handlers__gt=0).order_by("id")[:ATTENTION_ROWS]:
+            overrun = overrun_shown(worker, worker.db_now)
+            if not overrun:
+                continue
+            left = (worker.concurrency or 0) - overrun
             runs = "runs nothing" if left <= 0 else f"runs at most {left} job(s) at once"
-            note("overrun", f"Worker {worker.id}: {worker.overrun_handlers} slot(s) held by handlers still running "
+            note("overrun", f"Worker {worker.id}: {overrun} slot(s) held by handlers still running "
                  f"though their job timed out or was cancelled; it {runs} until they return. Restart it to free them.",
                  admin_changelist_url("worker"))
         died = Worker.objects.filter(declared_dead_at__gte=now - HOUR).count()
