@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import io
+import itertools
 import json
 import shutil
 import subprocess
@@ -218,3 +219,20 @@ def test_every_block_is_found_and_placed():
     everything = all_samples()
     assert len(everything) > 50
     assert all(sample.reason for sample in everything if sample.kind == "skip")
+
+
+def test_what_a_tutorial_shows_a_command_printing_is_compared():
+    """On a page followed step by step, a text block right after a command is what it printed
+    or logged: an ``output`` block (``log=COMMAND`` for a background process's log), which the
+    tutorial's test compares with what was printed, or one that says why it cannot be."""
+    unchecked = []
+    for page in samples.pages():
+        if page_mode(page) != "workspace":
+            continue
+        for before, block in itertools.pairwise(samples.samples_of(page)):
+            if before.kind in ("run", "background") and block.lang == "text" and block.kind != "output" \
+                    and not block.reason:
+                unchecked.append(f"{block.id}: shows what {before.id} prints, unchecked")
+            if before.kind == "background" and block.kind == "output" and "log" not in block.options:
+                unchecked.append(f"{block.id}: a background process's output is its log: output log=COMMAND")
+    assert not unchecked, "\n".join(unchecked)

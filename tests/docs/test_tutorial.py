@@ -10,7 +10,10 @@ block after one must be what it printed (``...`` elides). ``background``
 blocks start the worker, the reaper and the development server, which must
 still be running at the end and stop cleanly on SIGTERM (the django-ojs
 commands with status 0); ``background restart`` first stops the process of
-the same command, as a reader stops a worker to load new handlers. Shell
+the same command, as a reader stops a worker to load new handlers. An
+``output log=COMMAND`` block shows what such a process logged: once every
+process has stopped, each of its lines must be a line of the log of a process
+of that command (``ojs_worker``), in any order, among others. Shell
 variables a block sets (``KEY=...``) are kept for the blocks after it. The
 server listens on a free port: ``127.0.0.1:8000`` in the pages stands for it.
 
@@ -62,16 +65,18 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], deadline: float) 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # What differs from one run to the next in what a command prints: ids, and numbers (times, counts).
 VARYING = re.compile(f"({UUID.pattern}|[0-9]+)")
+WRAPPED = re.compile(r"\n[ \t]+")
 
 
 def printed_as_shown(shown: str, printed: str) -> bool:
     """Whether a run block printed what the page's output block shows.
 
     ``...`` stands for anything; an id stands for any id and a number for any
-    number (the page shows one run's ids, times and counts).
+    number (the page shows one run's ids, times and counts). A line that starts
+    with a space continues the line above: a long reply wrapped to fit the page.
     """
     pattern = []
-    for index, piece in enumerate(VARYING.split(shown.strip())):
+    for index, piece in enumerate(VARYING.split(WRAPPED.sub("", shown.strip()))):
         if index % 2 == 0:  # text between ids and numbers, with ... for anything
             pattern.append(".*".join(re.escape(text) for text in piece.split("...")))
         else:
@@ -96,6 +101,8 @@ class Workspace:
             PYTHONUNBUFFERED="1",
         )
         self.background: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.logs: list[tuple[str, Path]] = []  # of every process started, stopped ones included
+        self.logged: list[Sample] = []  # output log=... blocks, checked once every process has stopped
         self.printed = ""  # what the last run block printed
 
     def local(self, code: str) -> str:
@@ -128,6 +135,21 @@ class Workspace:
             f"{sample.id}: the block above printed\n{self.printed}\nnot what the page shows:\n{sample.code}"
         )
 
+    def check_logged(self) -> list[str]:
+        """The lines of the ``output log=COMMAND`` blocks that no process of that command logged."""
+        missing = []
+        for sample in self.logged:
+            name = sample.options["log"]
+            logs = [log for command, log in self.logs if f" {name}" in f" {command}"]
+            assert logs, f"{sample.id}: no process of {name} was started before this block"
+            lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+            missing += [
+                f"{sample.id}: no {name} logged a line like {shown!r}"
+                for shown in sample.code.splitlines()
+                if shown.strip() and not any(printed_as_shown(shown, line) for line in lines)
+            ]
+        return missing
+
     def start(self, sample: Sample) -> None:
         for words in commands(sample.code):
             if words[-1] == "runserver":  # the page's server, on this test's port
@@ -135,12 +157,13 @@ class Workspace:
             name = words[2] if len(words) > 2 else words[0]
             if "restart" in sample.flags:
                 self.stop(name)
-            log = self.directory / f".{name}-{len(self.background)}.log"
+            log = self.directory / f".{name}-{len(self.logs)}.log"
             process = subprocess.Popen(
                 words, cwd=self.directory, env=self.env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
             self.background.append((" ".join(words), process, log))
+            self.logs.append((" ".join(words), log))
             if "runserver" in words:
                 wait_for_port(self.port, process, time.monotonic() + 60)
 
@@ -182,6 +205,8 @@ class Workspace:
                 self.write(sample)
             elif sample.kind == "run":
                 self.run(sample)
+            elif sample.kind == "output" and "log" in sample.options:
+                self.logged.append(sample)
             elif sample.kind == "output":
                 self.check_output(sample)
             elif sample.kind == "background":
@@ -203,6 +228,8 @@ def test_the_tutorials_run_as_written(tmp_path):
     finally:
         problems = workspace.stop_all()
     assert not problems, "\n".join(problems)
+    missing = workspace.check_logged()
+    assert not missing, "\n".join(missing)
     assert first.count("run") >= 4 and first.count("background") >= 2 and first.count("file") >= 3
     assert second.count("run") >= 4 and second.count("output") >= 2 and second.count("background") >= 1
     the_second_tutorial_happened(tmp_path / "db.sqlite3")
@@ -264,4 +291,14 @@ def the_second_tutorial_happened(database: Path) -> None:
 ])
 def test_an_output_block_stands_for_ids_numbers_and_what_it_elides(printed, matches):
     shown = "... objects imported\n\n01a21b01-69f3-7c51-8f0e-0c2f1b4f9f0a running"
+    assert printed_as_shown(shown, printed) is matches
+
+
+@pytest.mark.parametrize(("printed", "matches"), [
+    ('{"job":{"id":"01a21acf-1111-7222-8333-444455556666","state":"completed","attempt":2,"errors":[]}}', True),
+    ('{"job":{"id":"01a21acf-1111-7222-8333-444455556666","state":"completed",\n "attempt":2,"errors":[]}}', False),
+    ('{"job":{"id":"01a21acf-1111-7222-8333-444455556666","state":"failed","attempt":2,"errors":[]}}', False),
+])
+def test_a_line_that_starts_with_a_space_continues_the_one_above(printed, matches):
+    shown = '{"job":{"id":"01a21b01-69f3-7c51-8f0e-0c2f1b4f9f0a","state":"completed",\n "attempt":2,...}}'
     assert printed_as_shown(shown, printed) is matches
