@@ -5,7 +5,8 @@
 - ``curl``: its URL is a route of the HTTP API that serves its method, and a
   JSON body parses (a body with ``...`` in it is an elision, not parsed);
 - ``tox -e ENV``: ENV is in tox.ini; ``pip install ...[EXTRAS]``: the extras are pyproject's;
-- ``gunicorn ...``: parsed by gunicorn's own argument parser (the app named is the reader's);
+- ``gunicorn ...``: parsed by gunicorn's own argument parser (the app named is the reader's; a
+  configuration file, the repository's or the ``gunicorn.conf.py`` serving.md gives);
 - ``python -m MODULE`` / ``python PATH``: the module or file exists;
 - a few programs a reader already has (``kill``, ``cd``, ``sleep``...) are taken as they are;
   anything else is reported, so that a new tool in the docs is met by a check.
@@ -36,6 +37,9 @@ from .samples import ROOT
 PLAIN = {"cd", "kill", "sleep", "echo", "export", ".", "source", "sh", "mkdir", "git", "cat", "exec", "true"}
 # Placeholders the docs write in URLs, and what stands in for them here.
 PLACEHOLDERS = {"$ID": str(uuid.uuid4()), "$OJS": "", "${OJS}": "", "http://localhost:8000": "", "http://127.0.0.1:8000": ""}
+# The configuration docs/how-to/serving.md gives the reader to save in their project
+# (tests/docs/test_gunicorn_conf.py holds it to example_project/gunicorn.conf.py).
+READERS_GUNICORN_CONF = "gunicorn.conf.py"
 OPTIONS_WITH_VALUE = {"-X", "--request", "-H", "--header", "-d", "--data", "--data-raw", "--data-binary", "-o", "-w", "-u"}
 
 
@@ -152,8 +156,8 @@ def gunicorn(args: list[str]) -> list[str]:
     except SystemExit:
         message = err.getvalue().strip().splitlines()
         return [f"gunicorn {' '.join(args)}: {message[-1] if message else 'rejected'}"]
-    if parsed.config and not (ROOT / parsed.config).is_file():
-        return [f"gunicorn -c {parsed.config}: no such file in the repository"]
+    if parsed.config and parsed.config != READERS_GUNICORN_CONF and not (ROOT / parsed.config).is_file():
+        return [f"gunicorn -c {parsed.config}: no such file in the repository, nor the one serving.md gives"]
     return []
 
 
