@@ -44,7 +44,13 @@ TUTORIAL = ROOT / "docs" / "tutorial.md"
 
 
 def by_lang(*langs: str) -> list[Any]:
-    return [pytest.param(sample, id=sample.id) for sample in ON_PAGES if sample.lang in langs]
+    return [pytest.param(sample, id=sample.id, marks=database_of(sample)) for sample in ON_PAGES if sample.lang in langs]
+
+
+def database_of(sample: Sample) -> list[pytest.MarkDecorator]:
+    """A test sample whose tests ask for a database they commit to (``ojs_jobs_transactional``) gets one;
+    the others run in a transaction rolled back at the end."""
+    return [pytest.mark.django_db(transaction=True)] if sample.kind == "test" and "_transactional" in sample.code else []
 
 
 def skip_if_asked(sample: Sample) -> None:
