@@ -717,6 +717,8 @@ class CronJob(models.Model):
     objects = CronJobManager()
 
     class Meta:
+        # The admin's "Cron schedules" page, named so in its navigation too (the docs' word).
+        verbose_name = "cron schedule"
         indexes = [
             models.Index(fields=["next_run_at"], name="ojs_cron_due", condition=Q(enabled=True))
         ]

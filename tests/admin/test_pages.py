@@ -6,6 +6,7 @@ import datetime as dt
 import re
 
 import pytest
+from django.contrib import admin
 from django.db import connection
 from django.urls import reverse
 
@@ -404,3 +405,14 @@ def test_a_ticked_row_that_is_no_row_of_the_list_is_refused_not_an_error_page(ad
     form["_selected_action"] = [str(job.pk)]
     assert admin_client.post(reverse("admin:django_ojs_job_changelist"), form).status_code == 302
     assert Job.objects.get(pk=job.pk).state == "cancelled"
+
+
+def test_each_page_has_one_name_in_the_index_and_on_the_page(admin_client):
+    """The index and the navigation name a list as its own page heading does (and the docs): one name per page."""
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    named = dict(re.findall(r'<th scope="row" id="django_ojs-([a-z]+)">\s*<a href="[^"]+">([^<]+)</a>', index))
+    for model, model_admin in admin.site._registry.items():
+        if model._meta.app_label == "django_ojs" and getattr(model_admin, "list_title", ""):
+            heading = admin_client.get(reverse(f"admin:django_ojs_{model._meta.model_name}_changelist"))
+            assert f"<h1>{model_admin.list_title}" in heading.content.decode(), model_admin.list_title
+            assert named[model._meta.model_name] == model_admin.list_title
