@@ -571,6 +571,10 @@ class Worker(models.Model):
     # whatever it claims is again covered by the heartbeat timeout (DESIGN
     # invariant 13). Pruned after ``RETENTION["dead_workers"]``.
     declared_dead_at = models.DateTimeField(null=True, blank=True)
+    # When the reaper last declared it dead, kept when it comes back: a worker that was
+    # frozen and revived was still dead for a while, its jobs given to others, and every
+    # surface says so ("declared dead in the last hour" counts it).
+    last_declared_dead_at = models.DateTimeField(null=True, blank=True)
 
     objects = WorkerManager()
 

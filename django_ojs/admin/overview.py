@@ -25,7 +25,7 @@ from ..core import coverage, history, maintenance, maintenance_mode
 from ..core.clock import TxNow, db_now
 from ..core.counting import count_rows
 from ..core.stats import oldest_available, state_counts
-from ..core.workers import overrun_shown
+from ..core.workers import overrun_shown, recent_deaths
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
 from .chart import DAYS, HOURS, MINUTES, Series, Slots, bars
@@ -200,10 +200,12 @@ class OverviewAdmin(admin.ModelAdmin):
             note("overrun", f"Worker {worker.id}: {overrun} slot(s) held by handlers still running "
                  f"though their job timed out or was cancelled; it {runs} until they return. Restart it to free them.",
                  admin_changelist_url("worker"))
-        died = Worker.objects.filter(declared_dead_at__gte=now - HOUR).count()
-        if died:
-            note("dead", f"{died} worker(s) declared dead in the last hour (no heartbeat for "
-                 f"{ojs_settings.HEARTBEAT_TIMEOUT} s: killed, frozen or cut off); their jobs were put back.",
+        # Those that came back count too: they were dead for a while, and their jobs were given to others.
+        deaths = recent_deaths(now)
+        if deaths.declared:
+            back = f" {deaths.came_back} of them came back since and run again." if deaths.came_back else ""
+            note("dead", f"{deaths.declared} worker(s) declared dead in the last hour (no heartbeat for "
+                 f"{ojs_settings.HEARTBEAT_TIMEOUT} s: killed, frozen or cut off); their jobs were put back.{back}",
                  admin_changelist_url("worker"))
         lapsed = count_rows(Job.objects.filter(state=JobState.ACTIVE, lease_expires_at__lt=now), 1000)
         if lapsed.value:

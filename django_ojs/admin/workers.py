@@ -150,14 +150,22 @@ class WorkerAdmin(ConsoleAdmin):
         if shown_state(worker, worker.db_now) == DRAINING:
             # Finishing its jobs before it exits (a SIGTERM, a deploy): expected, not an alarm.
             running = running_jobs(worker)
-            return format_html(
+            alive = format_html(
                 '<span class="ojs-worker ojs-worker-draining" title="reported {}: finishing its jobs, then exiting">'
                 '{}</span> <span class="ojs-quiet">{}</span>',
                 WorkerState.TERMINATE.value,
                 DRAINING,
                 f"{running} job{'s' if running != 1 else ''} still running" if running else "no job left, exiting",
             )
-        return format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)
+        else:
+            alive = format_html('<span class="ojs-worker ojs-worker-{}">{}</span>', worker.state, worker.state)
+        if worker.last_declared_dead_at is None:
+            return alive
+        # Frozen or cut off, then back: its jobs were given to others meanwhile (``last_declared_dead_at``).
+        return format_html(
+            '{}<br><span class="ojs-quiet">came back after being declared dead at {}</span>',
+            alive, timestamp(worker.last_declared_dead_at),
+        )
 
     @admin.display(description="directive")
     def directive_status(self, worker: Worker) -> SafeString | str:

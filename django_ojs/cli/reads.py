@@ -181,6 +181,7 @@ def list_workers(include_dead: bool = False) -> list[dict[str, Any]]:
             "overrun_handlers": workers.overrun_shown(worker, now),
             "last_heartbeat_at": format_timestamp(worker.last_heartbeat_at),
             "declared_dead_at": format_timestamp(worker.declared_dead_at),
+            "last_declared_dead_at": format_timestamp(worker.last_declared_dead_at),
         }
         for worker in rows
     ]

@@ -236,7 +236,9 @@ def reap_dead_workers(limit: int) -> int:
         now = db_now()
         newly_dead = [worker for worker in workers if worker.declared_dead_at is None]
         if newly_dead:
-            Worker.objects.filter(id__in=[worker.id for worker in newly_dead]).update(declared_dead_at=now)
+            Worker.objects.filter(id__in=[worker.id for worker in newly_dead]).update(
+                declared_dead_at=now, last_declared_dead_at=now
+            )
             events.record(events.worker_event("worker.stopped", w, now, reason="dead") for w in newly_dead)
         return recover_jobs(
             [worker.id for worker in workers],

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Value
+from django.db.models import Count, F, Q, Value
 
 from ..conf import ojs_settings
 from ..models import Job, Worker
@@ -69,6 +70,28 @@ def overrun_shown(worker: Worker, now: dt.datetime) -> int:
     """The slots of ``worker`` held by handlers whose job ended, as every surface says it: its last
     heartbeat's count while it lives; none once dead (its process, and their threads, are gone)."""
     return 0 if shown_state(worker, now) == DEAD else worker.overrun_handlers
+
+
+@dataclass(frozen=True)
+class Deaths:
+    """Workers the reaper declared dead in a window, and how many of those came back since."""
+
+    declared: int
+    came_back: int
+
+
+# "Declared dead in the last hour": the overview's note and the metrics' gauge.
+RECENT_DEATHS = dt.timedelta(hours=1)
+
+
+def recent_deaths(now: dt.datetime) -> Deaths:
+    """The workers last declared dead within ``RECENT_DEATHS`` of ``now``, from ``last_declared_dead_at``:
+    one that was frozen and came back counts (it was dead, its jobs given to others), once however often
+    it died. A worker whose row is gone (it stopped cleanly since, or was deregistered) is not counted."""
+    rows = Worker.objects.filter(last_declared_dead_at__gte=now - RECENT_DEATHS).aggregate(
+        declared=Count("pk"), came_back=Count("pk", filter=Q(declared_dead_at__isnull=True))
+    )
+    return Deaths(rows["declared"], rows["came_back"])
 
 
 def held_counts(worker_ids: Sequence[str]) -> dict[str, int]:

@@ -43,7 +43,7 @@ from prometheus_client.core import GaugeMetricFamily
 from ..core import coverage, maintenance
 from ..core.clock import db_now
 from ..core.stats import dead_letter_stats, queue_figures, queues_with_available
-from ..core.workers import DEAD, SHOWN_STATES, overrun_shown, shown_state
+from ..core.workers import DEAD, SHOWN_STATES, overrun_shown, recent_deaths, shown_state
 from ..models import Queue, Worker
 from ..protocol.states import JobState
 from .signals import count_with, stop_counting
@@ -298,6 +298,12 @@ class StoreCollector:
             workers.add_metric([state], value)
         active = GaugeMetricFamily("ojs_workers_active", "Workers alive: running, quiet or draining.")
         active.add_metric([], sum(v for k, v in by_state.items() if k != DEAD))
+        deaths = GaugeMetricFamily(
+            "ojs_workers_declared_dead_last_hour",
+            "Workers the reaper declared dead in the last hour, those that came back since included "
+            "(as the admin overview counts them).",
+        )
+        deaths.add_metric([], recent_deaths(now).declared)
         unrunnable = GaugeMetricFamily(
             "ojs_jobs_unrunnable",
             "Available jobs per queue and type that no running worker of the queue has a handler for.",
@@ -323,7 +329,9 @@ class StoreCollector:
             f"Queues given no per-queue gauge in this scrape: past {MAX_QUEUES}, those with no available job first.",
         )
         left_out.add_metric([], unreported)
-        yield from (depth, busy, age, drain, paused, workers, active, unrunnable, dead_letter, reapers, left_out, overrun)
+        yield from (
+            depth, busy, age, drain, paused, workers, active, deaths, unrunnable, dead_letter, reapers, left_out, overrun
+        )
 
 
 def reported_queues() -> tuple[list[str], int]:

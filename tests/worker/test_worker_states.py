@@ -3,7 +3,9 @@
 SIGKILLed with a job held: once the reaper recovers the job, the admin, ``manage.py ojs
 workers``, the admin API and the metrics all say ``dead`` and 0 jobs held (not the 1 its
 last heartbeat said). SIGTERMed while running a long job: all say ``draining`` with that
-job, calmly; then it finishes the job and leaves.
+job, calmly; then it finishes the job and leaves. SIGSTOPped past its heartbeat
+timeout, declared dead, then SIGCONTed: all say ``running`` again, and all still say
+when it was declared dead (the overview counts it among the last hour's deaths).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 import django_ojs
+from django_ojs.admin.display import timestamp
 from django_ojs.models import ApiKey, Job, Worker
+from django_ojs.protocol.durations import format_timestamp
 
 from .conftest import PATIENCE, wait_until
 from .probe.models import Execution
@@ -139,3 +143,42 @@ def test_a_worker_whose_handler_outlived_its_job_says_so_on_every_surface(worker
     _, key = ApiKey.objects.issue("overrun scraper", ["read"])
     metrics = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
     assert "\nojs_handlers_overrun 1.0\n" in metrics
+
+
+def test_a_worker_declared_dead_that_came_back_is_running_and_its_death_is_told_on_every_surface(
+    worker, reaper, api, admin_client, client, metrics_on
+):
+    """Frozen (a stalled VM, a long GC pause), declared dead, its jobs given away, then back: the
+    death happened. The overview forgot it the moment the worker beat again, and every other
+    surface said only "running" with no date of it."""
+    frozen = worker(env=FAST_DEATH)
+    [worker_id] = Worker.objects.values_list("id", flat=True)
+    frozen.send(signal.SIGSTOP)
+    try:
+        reaper(env=FAST_DEATH)
+        wait_until(lambda: Worker.objects.filter(declared_dead_at__isnull=False).exists(), PATIENCE,
+                   "the reaper to declare the frozen worker dead")
+        assert {state for state, _ in every_surface(worker_id, api, admin_client, client).values()} == {"dead"}
+    finally:
+        frozen.send(signal.SIGCONT)
+    wait_until(lambda: Worker.objects.filter(declared_dead_at__isnull=True).exists(), PATIENCE,
+               "a heartbeat to revive the worker")
+
+    said = every_surface(worker_id, api, admin_client, client)
+    assert set(said.values()) == {("running", 0), ("running", None)}, said
+    died = Worker.objects.get(pk=worker_id).last_declared_dead_at
+    assert died is not None
+    out = io.StringIO()
+    call_command("ojs", "workers", "--json", stdout=out)
+    [cli] = json.loads(out.getvalue())
+    admin_api = api.get(f"/ojs/v1/admin/workers/{worker_id}").json()
+    assert cli["last_declared_dead_at"] == admin_api["last_declared_dead_at"] == format_timestamp(died)
+    assert cli["declared_dead_at"] is admin_api["declared_dead_at"] is None
+    cell = admin_client.get(reverse("admin:django_ojs_worker_live")).json()["rows"][worker_id]["reported_state"]
+    assert f"came back after being declared dead at {timestamp(died)}" in cell
+    overview = admin_client.get(reverse("admin:django_ojs_overview_changelist")).content.decode()
+    assert "1 worker(s) declared dead in the last hour" in overview
+    assert "1 of them came back since" in overview
+    _, key = ApiKey.objects.issue("revival scraper", ["read"])
+    metrics = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
+    assert "\nojs_workers_declared_dead_last_hour 1.0\n" in metrics

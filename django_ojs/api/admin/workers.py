@@ -51,6 +51,8 @@ def render_worker(worker: Worker, now: dt.datetime, held: int) -> dict[str, Any]
         "registered_at": format_timestamp(worker.registered_at),
         "last_heartbeat_at": format_timestamp(worker.last_heartbeat_at),
         "declared_dead_at": format_timestamp(worker.declared_dead_at),
+        # Kept when it comes back: null only for a worker never declared dead.
+        "last_declared_dead_at": format_timestamp(worker.last_declared_dead_at),
     }
 
 
