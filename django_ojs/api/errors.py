@@ -7,13 +7,16 @@ logged 500 ``backend_error``, never a bare HTML page.
 An unreachable database is a 503 ``backend_unavailable`` with ``Retry-After``
 (ojs-errors §5.1), also when it is the API key's lookup that failed. It is
 logged once when the outage starts and once when a connection opens again
-(``OutageWatch``), not with a traceback per request.
+(``OutageWatch``), not with a traceback per request. SQLite locked past the busy
+timeout is a 503 too, logged as a warning per request. Both are expected and
+retried: Django's request logger is told they were logged (``ErrorReply.logged``),
+or it adds an ERROR ("Service Unavailable") to each, which mails ``ADMINS``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import DatabaseError, connections
@@ -122,17 +125,36 @@ def _from_drf(exc: drf.APIException) -> tuple[str, str, dict[str, Any]]:
     return "invalid_request", str(exc.detail), {}
 
 
+class ErrorReply(NamedTuple):
+    body: dict[str, Any]
+    status: int
+    headers: dict[str, str]
+    # Logged here already, at the level it deserves: Django's request logger must not log it again.
+    logged: bool = False
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER for every OJS view."""
     request = context.get("request")
     request_id = getattr(request, "ojs_request_id", "") if request is not None else ""
-    body, status, headers = error_reply(exc, request_id)
-    return Response(body, status=status, headers=headers)
+    where = f"{request.method} {request.path}" if request is not None else "a request"
+    reply = error_reply(exc, request_id, where)
+    return logged_if(Response(reply.body, status=reply.status, headers=reply.headers), reply.logged)
 
 
-def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, dict[str, str]]:
-    """The error body, status and headers an exception becomes: for the DRF views and the lean ones alike."""
+def logged_if(response: Any, logged: bool) -> Any:
+    """``response``, marked as logged when ``logged``: Django's ``log_response`` skips a response
+    whose ``_has_been_logged`` is set (its own mark against logging one twice)."""
+    if logged:
+        response._has_been_logged = True
+    return response
+
+
+def error_reply(exc: Exception, request_id: str, where: str) -> ErrorReply:
+    """The error body, status and headers an exception becomes: for the DRF views and the lean ones alike.
+    ``where`` names the request in a log line ("POST /ojs/v1/jobs")."""
     headers: dict[str, str] = {}
+    logged = False
     if isinstance(exc, OJSError):
         code, message, details, hint, retryable = exc.code, exc.message, exc.details, exc.hint, exc.retryable
         if getattr(exc, "retry_after", None) is not None:
@@ -150,13 +172,17 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
         code = "payload_too_large" if isinstance(exc, RequestDataTooBig) else "invalid_request"
         message, details, hint, retryable = str(exc), {}, None, False
     elif database_outage.failed(exc):
+        # Logged once for the whole outage, and once when it ends.
         code, message, details, hint, retryable = (
             "backend_unavailable", "the database is unavailable", {"retry_after_seconds": RETRY_AFTER}, None, True)
         headers["Retry-After"] = str(RETRY_AFTER)
+        logged = True
     elif is_busy(exc):
         # Rolled back whole, nothing written: the client's retry is the next try. Not an outage (the
         # database answers) and not a fault of ours to trace: one line, no traceback.
-        logger.warning("request %s: SQLite stayed locked by other writers (%s)", request_id, exc)
+        logger.warning("%s: 503, to be retried (request %s): SQLite stayed locked by other writers past the "
+                       "busy timeout (%s)", where, request_id, exc)
+        logged = True
         code, message, details, hint, retryable = (
             "backend_unavailable", "the database is busy with other writers", {"retry_after_seconds": BUSY_RETRY_AFTER},
             _busy_hint(), True)
@@ -170,7 +196,7 @@ def error_reply(exc: Exception, request_id: str) -> tuple[dict[str, Any], int, d
         )
         code, details, hint, retryable = "backend_error", {}, None, True
     body = error_body(code, message, request_id, retryable=retryable, details=details, hint=hint)
-    return body, getattr(exc, "http_status", None) or STATUS.get(code, 400), headers
+    return ErrorReply(body, getattr(exc, "http_status", None) or STATUS.get(code, 400), headers, logged)
 
 
 def _busy_hint() -> str:

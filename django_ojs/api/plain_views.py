@@ -45,7 +45,7 @@ from .base import (
     json_object,
     request_id_of,
 )
-from .errors import error_reply
+from .errors import error_reply, logged_if
 from .media import render_json
 
 
@@ -76,6 +76,7 @@ class LeanPost:
             return self.drf_view(request, *args, **kwargs)
         request_id = request_id_of(request.META)
         view = self.view_class(request=request, args=args, kwargs=kwargs)
+        logged = False
         try:
             # In the order OJSView.initial checks them.
             check_version(request.META)
@@ -87,7 +88,8 @@ class LeanPost:
             check_query(request.GET)
             reply = view.answer(json_object(parsed_body(view, request, self.negotiator, self.parsers)))
         except Exception as exc:
-            reply = Reply(*error_reply(exc, request_id))
+            error = error_reply(exc, request_id, f"POST {request.path}")
+            reply, logged = Reply(error.body, error.status, error.headers), error.logged
         response = HttpResponse(render_json(reply.data), status=reply.status,
                                 content_type=ojs_settings.RESPONSE_MEDIA_TYPE)
         for name, value in reply.headers.items():
@@ -95,7 +97,7 @@ class LeanPost:
         response["Allow"] = self.allow
         response["OJS-Version"] = OJS_VERSION
         response["X-Request-Id"] = request_id
-        return response
+        return logged_if(response, logged)
 
 
 def parsed_body(view: AnsweringView, request: HttpRequest, negotiator: Any, parsers: list[Any]) -> Any:

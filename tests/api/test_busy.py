@@ -2,11 +2,14 @@
 
 With ``transaction_mode: IMMEDIATE`` (manage.py check's W008) a writer waits for
 the lock at BEGIN; a writer that holds it longer than the timeout is contention,
-not a fault: the request is refused whole, with ``Retry-After``.
+not a fault: the request is refused whole, with ``Retry-After``, and logged once, as a
+warning that says what it is -- not also by Django's request logger as an ERROR
+("Service Unavailable"), which is what mails ``ADMINS`` and pages whoever watches errors.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 
 import pytest
@@ -17,13 +20,14 @@ from django_ojs.models import Job
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_push_that_finds_sqlite_locked_by_another_writer_is_503_and_writes_nothing(api):
+def test_a_push_that_finds_sqlite_locked_by_another_writer_is_503_and_writes_nothing(api, caplog):
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's file lock")
     connection.ensure_connection()
     connection.connection.execute("PRAGMA busy_timeout = 200")  # not the settings' 30 s
     other = sqlite3.connect(connection.settings_dict["NAME"])
     other.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock
+    caplog.set_level(logging.INFO)
     try:
         response = api.post("/ojs/v1/jobs", {"type": "busy.job", "args": []})
         batch = api.post("/ojs/v1/jobs/batch", {"jobs": [{"type": "busy.job", "args": []}]})
@@ -37,4 +41,11 @@ def test_a_push_that_finds_sqlite_locked_by_another_writer_is_503_and_writes_not
         # The settings have transaction_mode IMMEDIATE: the hint does not ask for it.
         assert "transaction_mode" not in error["hint"] and "busy timeout" in error["hint"], error["hint"]
     assert not Job.objects.exists()
+    said = [(record.name, record.levelname, record.getMessage()) for record in caplog.records]
+    assert [line[:2] for line in said] == [("django_ojs.api", "WARNING")] * 2, said
+    for (_, _, message), (path, answer) in zip(said, [("/ojs/v1/jobs", response), ("/ojs/v1/jobs/batch", batch)]):
+        assert message == (
+            f"POST {path}: 503, to be retried (request {answer.json()['error']['request_id']}): "
+            "SQLite stayed locked by other writers past the busy timeout (database is locked)"
+        )
     assert api.post("/ojs/v1/jobs", {"type": "busy.job", "args": []}).status_code == 201  # the lock gone, it passes

@@ -169,7 +169,9 @@ def test_settled_only_some_time_after_an_outage_ended(clock):
     ],
     ids=["admin shutdown", "refused", "deadlock", "sqlite locked"],
 )
-def test_the_api_says_503_with_retry_after_only_when_the_database_is_away(driver_error, status, code):
+def test_the_api_says_503_with_retry_after_only_when_the_database_is_away(driver_error, status, code, caplog):
+    from django.utils.log import log_response
+
     from django_ojs.api.errors import exception_handler
 
     response = exception_handler(wrapped(driver_error), {})
@@ -177,6 +179,11 @@ def test_the_api_says_503_with_retry_after_only_when_the_database_is_away(driver
     assert (response.status_code, error["code"], error["retryable"]) == (status, code, True)
     busy = "locked" in str(driver_error)
     assert response.get("Retry-After") == ("1" if busy else "5" if status == 503 else None)
+    # As Django's handler ends every request: the 503s were logged by django-ojs (an outage once for its
+    # whole length), so Django's request logger does not add an ERROR of its own; a 500 it still does.
+    with caplog.at_level(logging.INFO, logger="django.request"):
+        log_response("%s: %s", response.reason_phrase, "/ojs/v1/jobs", response=response)
+    assert [r.levelname for r in caplog.records if r.name == "django.request"] == ([] if status == 503 else ["ERROR"])
 
 
 def test_a_prepared_statement_gone_astray_is_said_to_be_a_pooler_not_just_an_outage(caplog):
