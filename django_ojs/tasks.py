@@ -41,9 +41,10 @@ from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
 from .handlers.context import JobContext
-from .handlers.registry import DJANGO_TASK_TYPE, registry
+from .handlers.registry import registry
 from .models import Job, JobError
 from .producer import enqueue
+from .protocol.envelope import DJANGO_TASK_TYPE
 from .protocol.states import JobState
 
 JOB_TYPE = DJANGO_TASK_TYPE

@@ -23,7 +23,7 @@ from ..core.dead_letter import failed_jobs
 from ..models import DeadLetterJob, Job
 from . import job_pages
 from .display import moment
-from .filters import ErrorTypeFilter, QueueFilter, RetentionFilter, TypeFilter
+from .filters import ErrorTypeFilter, QueueFilter, RetentionFilter, TaskFilter, TypeFilter
 from .job_moves import PURGE, RETRY
 from .jobs import JobAdminBase
 
@@ -34,7 +34,7 @@ class DeadLetterJobAdmin(JobAdminBase):
     job_moves = (RETRY, PURGE)
     missing_reason = "no longer discarded"
     list_display = ("type_and_id", "queue_name", "attempts", "discarded", "kept_as", "last_error")
-    list_filter = (RetentionFilter, QueueFilter, TypeFilter, ErrorTypeFilter)
+    list_filter = (RetentionFilter, QueueFilter, TypeFilter, TaskFilter, ErrorTypeFilter)
     ordering = ("-finished_at", "-seq")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

@@ -20,6 +20,7 @@ from django.db.models.fields.json import KT
 from django.http import HttpRequest
 
 from ..core.clock import TxNow
+from ..core.django_tasks import recent_tasks, task_condition
 from ..core.selection import type_condition
 from ..core.stats import job_types
 from ..models import Job, Queue
@@ -80,6 +81,20 @@ class TypeFilter(ValueFilter):
         # A type ending in "*" is a prefix ("email.*"), as the admin API and manage.py ojs take it.
         value = self.value()
         return queryset.filter(type_condition([value])) if value else queryset
+
+
+class TaskFilter(ValueFilter):
+    """The Django @task function a ``django.task`` job runs (core/django_tasks.py); shown once such jobs exist."""
+
+    title = "task"
+    parameter_name = field = "task"
+
+    def choices_from_store(self) -> list[Any]:
+        return recent_tasks(SAMPLE_SIZE)[:CHOICE_LIMIT]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(task_condition([value])) if value else queryset
 
 
 class PriorityFilter(ValueFilter):

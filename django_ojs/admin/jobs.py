@@ -38,6 +38,7 @@ from django.views.decorators.cache import never_cache
 
 from ..core import waits
 from ..core.clock import TxNow
+from ..core.django_tasks import task_column
 from ..core.search import HELP_TEXT, job_search
 from ..models import Job
 from ..protocol.errors import InvalidRequest, OJSError
@@ -51,6 +52,7 @@ from .filters import (
     PriorityFilter,
     QueueFilter,
     StateFilter,
+    TaskFilter,
     TypeFilter,
     WaitFilter,
     WorkerFilter,
@@ -82,6 +84,8 @@ class JobChangeList(ChangeList):
             .get_queryset(request, exclude_parameters)
             .defer(*BULKY_FIELDS)
             .annotate(
+                # The @task function of a django.task job: its arguments are not loaded.
+                task=task_column(),
                 error_type=KT("error__type"),
                 # One character more than is shown, to tell a cut message from a whole one.
                 error_preview=Substr(KT("error__message"), 1, ERROR_PREVIEW_CHARS + 1),
@@ -177,8 +181,13 @@ class JobAdminBase(ConsoleAdmin):
 
     @admin.display(description="job")
     def type_and_id(self, job: Job) -> SafeString:
-        """The job's type, and below it its short id (a link to its page) with the copy button."""
+        """The job's type (with the task a ``django.task`` job runs), and below it its short id (a link to
+        its page) with the copy button."""
         url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[quote(job.pk)])
+        task = getattr(job, "task", None)
+        if task:
+            return format_html('<span class="ojs-type">{}</span> <span class="ojs-task">task {}</span><br>{}',
+                               breakable(job.type), breakable(task), id_cell(job.id, url))
         return format_html('<span class="ojs-type">{}</span><br>{}', breakable(job.type), id_cell(job.id, url))
 
     @admin.display(description="queue")
@@ -434,6 +443,6 @@ class JobAdmin(JobAdminBase):
     # the job's page.
     list_display = ("type_and_id", "queue_name", "state_now", "attempts", "age", "last_error")
     list_filter = (
-        StateFilter, QueueFilter, TypeFilter, PriorityFilter, WaitFilter, WorkerFilter, FinishedWithinFilter,
+        StateFilter, QueueFilter, TypeFilter, TaskFilter, PriorityFilter, WaitFilter, WorkerFilter, FinishedWithinFilter,
     )
     ordering = ("-seq",)

@@ -15,6 +15,7 @@ from django.db.models.fields.json import KT
 from ..core import awaiting, coverage, workers
 from ..core.clock import db_now
 from ..core.dead_letter import describe, keeping
+from ..core.django_tasks import task_column
 from ..core.durable import steps_of
 from ..core.queue_config import describe_limits, render_config
 from ..core.selection import JobFilter, job_uuid
@@ -32,13 +33,13 @@ def list_jobs(job_filter: JobFilter, limit: int) -> list[dict[str, Any]]:
     rows = (
         job_filter.selection()
         .order_by("-seq")
-        .annotate(error_type=KT("error__type"))
+        .annotate(error_type=KT("error__type"), task=task_column())
         .only("id", "type", "queue", "state", "priority", "attempt", "max_attempts", "releases", "snoozes",
               "created_at",
               "finished_at", "dead_letter")[:limit]
     )
     return [
-        {"id": str(job.id), "type": job.type, "queue": job.queue, "state": job.state, "priority": job.priority,
+        {"id": str(job.id), "type": job.type, "task": job.task, "queue": job.queue, "state": job.state, "priority": job.priority,
          "attempt": job.attempt, "max_attempts": job.max_attempts, "attempts_charged": job.attempt - job.releases,
          "snoozes": job.snoozes,
          "created_at": format_timestamp(job.created_at),

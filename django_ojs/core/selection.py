@@ -19,6 +19,7 @@ from ..models import Job
 from ..protocol.errors import InvalidRequest
 from ..protocol.states import JobState
 from .dead_letter import DEAD_LETTER, KEPT_AS
+from .django_tasks import task_condition
 from .search import job_search
 
 
@@ -30,6 +31,8 @@ class JobFilter:
     queues: Sequence[str] = ()
     # An exact type, or a prefix ending in "*" ("email.*").
     types: Sequence[str] = ()
+    # The dotted path of a Django @task function: the django.task jobs running it (core/django_tasks.py).
+    tasks: Sequence[str] = ()
     ids: Sequence[str] = ()
     # The type of the job's last error (ojs-dead-letter §6.2 ``error_type``).
     error_types: Sequence[str] = ()
@@ -47,7 +50,7 @@ class JobFilter:
     @property
     def empty(self) -> bool:
         return not (
-            self.states or self.queues or self.types or self.ids or self.error_types or self.search
+            self.states or self.queues or self.types or self.tasks or self.ids or self.error_types or self.search
             or self.created_since or self.created_until or self.finished_before or self.kept_as
         )
 
@@ -66,6 +69,8 @@ class JobFilter:
             rows = rows.filter(queue__in=list(self.queues))
         if self.types:
             rows = rows.filter(type_condition(self.types))
+        if self.tasks:
+            rows = rows.filter(task_condition(self.tasks))
         if self.ids:
             rows = rows.filter(id__in=[job_uuid(value) for value in self.ids])
         if self.error_types:

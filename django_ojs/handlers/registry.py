@@ -241,10 +241,6 @@ class HandlerRegistry:
 
 registry = HandlerRegistry()
 
-# The type of the jobs Django's @task functions become when django-ojs is their backend
-# (``django_ojs.tasks``, Django 6.0 and later), and of the handler that runs them.
-DJANGO_TASK_TYPE = "django.task"
-
 
 def job(
     job_type: str, **options: Any

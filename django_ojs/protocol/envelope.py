@@ -33,6 +33,10 @@ SPEC_VERSION = "1.0"
 # openapi (docs/explanation/decisions.md).
 # Used with fullmatch(): a "$" would also accept a trailing newline.
 TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_\-]*(\.[a-z][a-z0-9_\-]*)*")
+# The type of the jobs Django's @task functions become when django-ojs is their backend
+# (``django_ojs.tasks``, Django 6.0 and later), and of the handler that runs them; the task
+# itself is named in the job's argument (``core/django_tasks.py``).
+DJANGO_TASK_TYPE = "django.task"
 QUEUE_PATTERN = re.compile(r"[a-z0-9][a-z0-9\-\.]*")
 UUIDV7_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 MAX_TYPE_LENGTH = 255

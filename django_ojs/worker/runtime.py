@@ -62,9 +62,10 @@ from ..core.turn import settle_and_fetch
 from ..core.types import BeatReply, HeldJob, Lease, LimitReport, Settlement, Verdict, WorkerInfo
 from ..handlers.context import JobContext
 from ..handlers.middleware import execution_chain
-from ..handlers.registry import DJANGO_TASK_TYPE, HandlerRegistry, registry
+from ..handlers.registry import HandlerRegistry, registry
 from ..models import Queue
 from ..observe.outage import OutageWatch, retry_on_new_connection
+from ..protocol.envelope import DJANGO_TASK_TYPE
 from ..protocol.failure import Failure
 from ..protocol.states import WorkerState
 from . import failures, signals

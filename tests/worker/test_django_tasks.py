@@ -57,6 +57,14 @@ def test_tasks_run_on_the_worker_and_report_back(worker):
     assert tasks.add.get_result(summed.id).id == summed.id
     assert default_task_backend.get_result(later.id).status == TaskResultStatus.READY
 
+    # Which task each job runs, as the operators' job lists say it (tests/test_task_jobs_agree.py).
+    from django_ojs.cli.reads import list_jobs
+    from django_ojs.core.selection import JobFilter
+
+    listed = {row["id"]: (row["type"], row["task"]) for row in list_jobs(JobFilter(), 10)}
+    assert listed[str(summed.id)] == ("django.task", "tests.worker.probe.tasks.add")
+    assert listed[str(failed.id)] == ("django.task", "tests.worker.probe.tasks.fail")
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_transaction_leaves_no_task():

@@ -1,7 +1,8 @@
 """The job filter of ojs-admin-api §7.1 and §8, from a query string (lists) or a body's ``filter`` (bulk moves).
 
-``state``, ``queue`` and ``type`` take one value or several (comma-separated
-in a query, an array in a body); a type ending in ``*`` is a prefix. ``since``
+``state``, ``queue``, ``type`` and ``task`` take one value or several (comma-separated
+in a query, an array in a body); a type ending in ``*`` is a prefix; a task is the
+dotted path of a Django ``@task`` function (its ``django.task`` jobs). ``since``
 and ``until`` bound the creation time. ``search`` is a term of the admin's
 search box (``core/search.py``: an id, ``args.user_id=42``, ``tenant_id:acme``).
 The result is the core's ``JobFilter``, the one ``manage.py ojs`` builds too.
@@ -17,7 +18,7 @@ from ...protocol.envelope import validate_queue_name
 from ...protocol.errors import InvalidRequest
 from .base import only_known, timestamp_param
 
-FIELDS = ("state", "queue", "type", "since", "until", "search")
+FIELDS = ("state", "queue", "type", "task", "since", "until", "search")
 MAX_VALUES = 100
 MAX_TYPE_LENGTH = 255
 MAX_SEARCH_LENGTH = 1000
@@ -61,9 +62,10 @@ def _job_filter(given: Mapping[str, Any], *, split: bool) -> JobFilter:
             raise InvalidRequest(f"{name} must be a non-empty string or a list of at most {MAX_VALUES}", field=name)
         return [item.strip() for item in items]
 
-    types = values("type")
-    if any(len(kind) > MAX_TYPE_LENGTH for kind in types):
-        raise InvalidRequest(f"a type has at most {MAX_TYPE_LENGTH} characters", field="type")
+    types, tasks = values("type"), values("task")
+    for name, given_values in (("type", types), ("task", tasks)):
+        if any(len(value) > MAX_TYPE_LENGTH for value in given_values):
+            raise InvalidRequest(f"a {name} has at most {MAX_TYPE_LENGTH} characters", field=name)
     search = given.get("search", "")
     if not isinstance(search, str) or len(search) > MAX_SEARCH_LENGTH:
         raise InvalidRequest(f"search must be a string of at most {MAX_SEARCH_LENGTH} characters", field="search")
@@ -71,6 +73,7 @@ def _job_filter(given: Mapping[str, Any], *, split: bool) -> JobFilter:
         states=values("state"),
         queues=[validate_queue_name(queue, "queue") for queue in values("queue")],
         types=types,
+        tasks=tasks,
         search=search,
         created_since=timestamp_param(given.get("since"), "since"),
         created_until=timestamp_param(given.get("until"), "until"),

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from ...core import control, events, partitions
 from ...core.counting import count_rows
 from ...core.dead_letter import kept_fields
+from ...core.django_tasks import task_column
 from ...core.durable import steps_of
 from ...core.selection import JobFilter
 from ...models import Job
@@ -37,7 +38,10 @@ EVENTS_SHOWN = 50
 def render_listed(row: dict[str, Any]) -> dict[str, Any]:
     """A list entry: the job's identity, state and times, and its last error's type and message."""
     out: dict[str, Any] = {"id": str(row["id"])}
-    out.update((name, row[name]) for name in ("type", "queue", "state", "priority", "attempt", "max_attempts"))
+    out["type"] = row["type"]
+    if row["task"] is not None:
+        out["task"] = row["task"]  # the Django @task function a django.task job runs
+    out.update((name, row[name]) for name in ("queue", "state", "priority", "attempt", "max_attempts"))
     for name in ("created_at", "enqueued_at", "scheduled_at", "started_at", "completed_at"):
         if row[name] is not None:
             out[name] = format_timestamp(row[name])
@@ -54,7 +58,7 @@ def render_listed(row: dict[str, Any]) -> dict[str, Any]:
 
 def listed(jobs: QuerySet) -> QuerySet:
     """The columns a list entry shows (``render_listed``), never the arguments."""
-    return jobs.values(*LISTED, error_type=KT("error__type"), error_message=KT("error__message"))
+    return jobs.values(*LISTED, error_type=KT("error__type"), error_message=KT("error__message"), task=task_column())
 
 
 def job_by_ref(job_id: str) -> Job:

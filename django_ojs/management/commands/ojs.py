@@ -28,6 +28,7 @@ from ...protocol.errors import OJSError
 NOT_CONFIRMED = 3
 PARTIAL = 4
 JOB_COLUMNS = ("id", "type", "queue", "state", "priority", "attempt", "created_at", "error_type", "kept")
+JOB_TASK_COLUMNS = (*JOB_COLUMNS[:2], "task", *JOB_COLUMNS[2:])
 QUEUE_COLUMNS = ("name", "paused", "counts", "unrunnable", "throughput", "oldest_available_age_seconds",
                  "estimated_drain_seconds", "limits")
 WORKER_COLUMNS = (
@@ -119,7 +120,9 @@ class Command(BaseCommand):
 
     def do_jobs(self, options: dict[str, Any]) -> None:
         rows = reads.list_jobs(_job_filter(options), options["limit"])
-        self.emit(options, rows, lambda: output.table(rows, JOB_COLUMNS))
+        # The task column where a listed job runs a Django @task: beside the type they all share.
+        columns = JOB_TASK_COLUMNS if any(row["task"] for row in rows) else JOB_COLUMNS
+        self.emit(options, rows, lambda: output.table(rows, columns))
 
     def do_show(self, options: dict[str, Any]) -> None:
         job = reads.show_job(options["job_id"])
@@ -198,7 +201,7 @@ class Command(BaseCommand):
         job_filter = _job_filter(options)
         if job_filter.empty and not options["all"]:
             raise CommandError(
-                f"give a filter (--state, --queue, --type, --id, --error-type, --search) or --all to {name} every job"
+                f"give a filter (--state, --queue, --type, --task, --id, --error-type, --search) or --all to {name} every job"
             )
         selection = job_filter.selection()
         matched = bulk.movable(selection, name).count()
@@ -242,6 +245,8 @@ def _filters(parser: Any) -> None:
     parser.add_argument("--queue", action="append", default=[], help="repeatable")
     parser.add_argument("--type", action="append", default=[],
                         help="repeatable; an exact job type, or a prefix ending in * (email.*)")
+    parser.add_argument("--task", action="append", default=[],
+                        help="repeatable; the dotted path of a Django @task function (its django.task jobs)")
     parser.add_argument("--id", action="append", default=[], help="repeatable; a job id")
     parser.add_argument("--error-type", action="append", default=[], help="repeatable; the last error's type")
     parser.add_argument("--search", default="", help="a search term as in the admin, e.g. args.user_id=42")
@@ -258,7 +263,7 @@ def _job_filter(options: dict[str, Any]) -> JobFilter:
     # that quietly matches nothing; checked here, every subcommand taking filters gets it.
     queues = [validate_queue_name(name, "queue") for name in options["queue"]]
     return JobFilter(
-        states=options["state"], queues=queues, types=options["type"], ids=options["id"],
+        states=options["state"], queues=queues, types=options["type"], tasks=options["task"], ids=options["id"],
         error_types=options["error_type"], search=options["search"], kept_as=options["kept_as"],
     )
 
