@@ -122,12 +122,16 @@ class Execution:
     # The handler's thread has returned.
     thread_done: bool = False
     # The store no longer counts the job as ours: its outcome was written, or
-    # it was cancelled / recovered meanwhile.
+    # it was cancelled / recovered meanwhile; since when (time.monotonic()).
     released: bool = False
+    released_at: float | None = None
 
     @property
     def job_id(self) -> str:
         return str(self.job.id)
+
+    def release(self) -> None:
+        self.released, self.released_at = True, time.monotonic()
 
 
 class Runner:

@@ -92,6 +92,9 @@ METRICS_FLUSH_INTERVAL = 1.0
 # stop a thread. While any does, the worker says so at once and then this often, since its own row
 # shows no job held and "running" while it may run nothing.
 OVERRUN_LOG_EVERY = 60.0
+# A handler whose job ended counts as outliving it (in the log and in the heartbeat's overrun_handlers)
+# only this long after: one that checks ctx.cancelled, or is cancelled as an asyncio task, is returning.
+OVERRUN_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -456,9 +459,12 @@ class Runtime:
         return self.lifecycle.state, self._held_jobs(), len(self._overrun())
 
     def _overrun(self) -> list[Execution]:
-        """Executions whose job ended (timed out, cancelled) while their handler still runs: each holds a slot."""
+        """Executions whose job ended (timed out, cancelled) ``OVERRUN_GRACE`` ago or more while their handler
+        still runs: each holds a slot."""
+        ended_before = time.monotonic() - OVERRUN_GRACE
         with self._table_lock:
-            return [e for e in self._table.values() if e.released and not e.thread_done]
+            return [e for e in self._table.values() if e.released and not e.thread_done
+                    and e.released_at is not None and e.released_at <= ended_before]
 
     def _held_jobs(self) -> list[HeldJob]:
         """The attempts this worker holds: every execution whose outcome is not yet written."""
@@ -647,7 +653,7 @@ class Runtime:
 
     def _parked(self, execution: Execution) -> None:
         """Snoozed or waiting for a signal: the handler's thread wrote the job back to the store already."""
-        execution.released = True
+        execution.release()
         self._undecided -= 1
         self.stats.parked += 1
         self._forget_if_done(execution)
@@ -662,7 +668,7 @@ class Runtime:
             logger.warning("job %s (%s) attempt %d: %s; its result will be discarded",
                            held.job_id, execution.job.type, held.attempt, reason)
             execution.ctx.cancel(reason)
-            execution.released = True
+            execution.release()
             self._undecided -= 1
             self.stats.dropped += 1
             self._forget_if_done(execution)
@@ -735,7 +741,7 @@ class Runtime:
                     "job %s (%s): %s refused, the job was cancelled or recovered meanwhile",
                     execution.job_id, execution.job.type, "failure" if failure else "completion",
                 )
-            execution.released = True
+            execution.release()
             self._forget_if_done(execution)
         written = set(map(id, batch))
         self._unwritten = [execution for execution in self._unwritten if id(execution) not in written]

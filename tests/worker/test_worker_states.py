@@ -23,7 +23,7 @@ from django_ojs.admin.display import timestamp
 from django_ojs.models import ApiKey, Job, Worker
 from django_ojs.protocol.durations import format_timestamp
 
-from .conftest import PATIENCE, wait_until
+from .conftest import PATIENCE, heartbeats_pass, wait_until
 from .probe.models import Execution
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -182,3 +182,20 @@ def test_a_worker_declared_dead_that_came_back_is_running_and_its_death_is_told_
     _, key = ApiKey.objects.issue("revival scraper", ["read"])
     metrics = client.get("/ojs/v1/metrics", HTTP_AUTHORIZATION=f"Bearer {key}").content.decode()
     assert "\nojs_workers_declared_dead_last_hour 1.0\n" in metrics
+
+
+def test_a_handler_that_returns_once_its_job_is_cancelled_is_not_said_to_hold_its_slot(worker, api):
+    """A cancelled job's handler that checks ``ctx.cancelled`` returns within its next check: the
+    worker logged at once that it held its slot, "restart the worker to free them", while the
+    heartbeat-fed surfaces (the Workers page, the overview, the CLI, the admin API, the metrics)
+    said 0 a beat later. Counted, and said, only once it has outlived its job by a grace period."""
+    process = worker("--concurrency", "1")
+    job = django_ojs.enqueue("probe.cooperative", [3600])
+    wait_until(lambda: Execution.objects.filter(job_id=job.id).exists(), PATIENCE, "the handler to start")
+    assert api.delete(f"/ojs/v1/jobs/{job.id}").json()["job"]["state"] == "cancelled"
+    process.wait_for_output(r"attempt 1: the job was cancelled; its result will be discarded")
+    wait_until(lambda: Execution.objects.filter(job_id=job.id, finished_at__isnull=False).exists(), PATIENCE,
+               "the handler to see the cancellation and return")
+    heartbeats_pass(2)
+    assert "slots are held by handlers" not in process.output, process.output
+    assert Worker.objects.get().overrun_handlers == 0

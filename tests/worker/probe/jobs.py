@@ -25,6 +25,16 @@ def record(ctx: JobContext, seconds: float = 0.0, first_attempt_seconds: float |
     return {"attempt": ctx.attempt, "pid": os.getpid()}
 
 
+@django_ojs.job("probe.cooperative")
+def cooperative(ctx: JobContext, seconds: float, every: float = 1.0) -> None:
+    """Work for ``seconds``, checking ``ctx.cancelled`` every ``every`` seconds and returning when it is set."""
+    run = Execution.objects.create(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not ctx.cancelled:
+        time.sleep(every)
+    Execution.objects.filter(pk=run.pk).update(finished_at=timezone.now())
+
+
 @django_ojs.job("probe.noop")
 def noop(ctx: JobContext) -> None:
     """No side effect at all: for throughput."""
