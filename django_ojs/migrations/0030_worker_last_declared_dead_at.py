@@ -16,7 +16,7 @@ def from_current_deaths(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("django_ojs", "0028_worker_overrun_handlers"),
+        ("django_ojs", "0029_cron_schedule_name"),
     ]
 
     operations = [
