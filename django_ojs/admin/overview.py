@@ -23,8 +23,8 @@ from django.views.decorators.cache import never_cache
 from ..conf import ojs_settings
 from ..core import coverage, history, maintenance, maintenance_mode
 from ..core.clock import TxNow, db_now
-from ..core.counting import count_rows
-from ..core.stats import oldest_available, state_counts
+from ..core.counting import Tally, count_rows
+from ..core.stats import available_by_queue, live_counts, oldest_available, state_counts
 from ..core.workers import overrun_shown, recent_deaths
 from ..models import Job, Overview, Queue, Worker
 from ..protocol.states import JobState
@@ -80,7 +80,10 @@ class OverviewAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         now = db_now()
-        counts = state_counts()
+        # One grouped count of the waiting and held jobs serves the jobs per state and every queue's
+        # line in "needs attention": no statement per queue, and one figure for a queue's jobs.
+        live = live_counts()
+        counts = state_counts(live)
         maintenance = maintenance_mode.current(fresh=True)
         context = {
             **self.admin_site.each_context(request),
@@ -96,7 +99,7 @@ class OverviewAdmin(admin.ModelAdmin):
             "maintenance": maintenance,
             "maintenance_since": moment(maintenance.enabled_at, now),
             "maintenance_end": moment(maintenance.estimated_end, now),
-            "attention": self._attention(request, now),
+            "attention": self._attention(request, now, available_by_queue(live)),
             "reaper": reaper_status(now),
             "workers": self._workers(request, now),
             "live_url": reverse("admin:django_ojs_worker_live"),
@@ -152,12 +155,13 @@ class OverviewAdmin(admin.ModelAdmin):
         ]
         return {"labels": labels, "rows": rows, "total": live.count(), "shown": len(workers)}
 
-    def _attention(self, request: HttpRequest, now: dt.datetime) -> list[dict[str, str]]:
+    def _attention(self, request: HttpRequest, now: dt.datetime, available: dict[str, Tally]) -> list[dict[str, str]]:
         """Signs that something is wrong, each with where to look: a list filtered to those jobs.
 
         Each count is bounded (``count_rows``: exact to 1,000, the planner's estimate past it)
         and read from a partial index: finished jobs by ``ojs_job_finished``, waiting ones by
         ``ojs_job_available``, held ones by ``ojs_job_lease`` -- never a count over all history.
+        A queue's waiting jobs are ``available`` (queue -> tally), the jobs per state's own count.
         """
         notes: list[dict[str, str]] = []
 
@@ -180,7 +184,7 @@ class OverviewAdmin(admin.ModelAdmin):
                  f"worker can handle, the oldest waiting {human_duration(now - item.oldest_at)}: deploy its "
                  "handler to a worker of the queue, or fix the type.",
                  admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=item.queue, type=item.type))
-        for queue in coverage.unconsumed(now, limit=ATTENTION_ROWS):
+        for queue in coverage.unconsumed(available, now, limit=ATTENTION_ROWS):
             note("unconsumed", f"{queue.waiting} job(s) waiting on queue {queue.queue}, and no live worker reads it.",
                  admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=queue.queue))
         # Workers the reaper has declared dead are handled; silent ones it has not are the alarm.
@@ -228,7 +232,7 @@ class OverviewAdmin(admin.ModelAdmin):
         # Each paused queue with how long and what waits on it: a pause forgotten shows as hours, not a name.
         paused = Queue.objects.filter(paused=True).order_by("paused_at", "name").values_list("name", "paused_at")
         for name, since in paused[:ATTENTION_ROWS]:
-            waiting = count_rows(Job.objects.filter(state=JobState.AVAILABLE, queue=name), 1000)
+            waiting = available.get(name, Tally(0, True))
             how_long = "" if since is None else f" for {human_duration(now - since)}"
             note("paused", f"Queue {name} paused{how_long}, not handing out jobs: {waiting} job(s) waiting.",
                  admin_changelist_url("queue", paused__exact="1"))

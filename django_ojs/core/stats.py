@@ -17,6 +17,7 @@ compile it (a statement of hundreds of subqueries spent seconds there).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,19 +278,30 @@ def throughput(now: dt.datetime, window: dt.timedelta = THROUGHPUT_WINDOW) -> Th
     return Throughput(per_queue, max(now - start, dt.timedelta(seconds=1)), shortened, first_finished)
 
 
-def state_counts() -> dict[str, Tally]:
-    """How many jobs are in each state (in STATE_ORDER): the live states' summed from the grouped count
-    the queue figures make (``_live_counts``, over every queue that has jobs), the finished states'
-    exact up to ``EXACT_COUNT_LIMIT`` (read from ``ojs_job_finished``) and estimated beyond."""
-    live: dict[str, list[Tally]] = {}
-    for (_, state), tally in _live_counts(queues_with_jobs()).items():
-        live.setdefault(state, []).append(tally)
+def live_counts() -> dict[tuple[str, str], Tally]:
+    """The waiting and held jobs per (queue, state) of every queue that has jobs: the grouped count the
+    queue figures make (``_live_counts``)."""
+    return _live_counts(queues_with_jobs())
+
+
+def available_by_queue(live: Mapping[tuple[str, str], Tally]) -> dict[str, Tally]:
+    """Queue -> its available jobs, from ``live_counts``."""
+    return {queue: tally for (queue, state), tally in live.items() if state == JobState.AVAILABLE.value}
+
+
+def state_counts(live: Mapping[tuple[str, str], Tally] | None = None) -> dict[str, Tally]:
+    """How many jobs are in each state (in STATE_ORDER): the live states' summed from ``live``
+    (``live_counts``, made here when not given), the finished states' exact up to ``EXACT_COUNT_LIMIT``
+    (read from ``ojs_job_finished``) and estimated beyond."""
+    by_state: dict[str, list[Tally]] = {}
+    for (_, state), tally in (live_counts() if live is None else live).items():
+        by_state.setdefault(state, []).append(tally)
     counts = {}
     for state in STATE_ORDER:
         if state in TERMINAL:
             counts[state.value] = count_rows(Job.objects.filter(state=state))
         else:
-            tallies = live.get(state.value, [])
+            tallies = by_state.get(state.value, [])
             counts[state.value] = Tally(sum(t.value for t in tallies), all(t.exact for t in tallies),
                                         at_least=any(t.at_least for t in tallies))
     return counts

@@ -287,6 +287,36 @@ def test_the_overview_names_unread_queues_long_waits_and_says_nothing_when_all_i
     assert "Queue held paused for 3 h, not handing out jobs: 1 job(s) waiting." in text
 
 
+def test_the_overview_reads_no_statement_per_paused_or_unread_queue(admin_client, make_job, make_worker):
+    """A paused or unread queue's line says its waiting jobs as the jobs per state count them (one grouped
+    count): three of each cost the page no more statements than one of each."""
+    from django.test.utils import CaptureQueriesContext
+
+    make_worker("w1", queues=["read"])
+    url = reverse("admin:django_ojs_overview_changelist")
+
+    def add_queues(n: int) -> None:
+        make_job("available", queue=f"held-{n}")
+        make_job("available", queue=f"held-{n}")
+        Queue.objects.pause(f"held-{n}")
+        make_job("available", queue=f"unread-{n}")
+
+    def statements() -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as captured:
+            page = admin_client.get(url)
+        assert page.status_code == 200
+        return len(captured), page.content.decode()
+
+    add_queues(1)
+    one_each, _ = statements()
+    add_queues(2)
+    add_queues(3)
+    three_each, text = statements()
+    assert three_each == one_each
+    assert re.search(r"Queue held-3 paused for \d+ s, not handing out jobs: 2 job\(s\) waiting\.", text)
+    assert "1 job(s) waiting on queue unread-3, and no live worker reads it." in text
+
+
 def test_admin_index_links_the_overview(admin_client, db):
     assert reverse("admin:django_ojs_overview_changelist").encode() in admin_client.get(reverse("admin:index")).content
 

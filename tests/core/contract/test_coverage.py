@@ -3,7 +3,7 @@ the metrics, the W006 check and the worker's start say."""
 
 from __future__ import annotations
 
-from django_ojs.core import coverage
+from django_ojs.core import coverage, stats
 from django_ojs.core.types import WorkerInfo
 from django_ojs.models import Job, Worker
 from tests.helpers import ago
@@ -53,7 +53,7 @@ def test_a_queue_nobody_reads_is_unconsumed_not_unrunnable(push):
     push(type="x", options={"queue": "orphaned"})
     push(type="x", options={"queue": "orphaned"})
     assert coverage.unrunnable()[0] == []
-    [queue] = coverage.unconsumed()
+    [queue] = coverage.unconsumed(stats.available_by_queue(stats.live_counts()))
     assert (queue.queue, queue.waiting.value) == ("orphaned", 2)
 
 
