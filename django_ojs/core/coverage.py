@@ -29,11 +29,12 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.db.models import Count, F, Min
 
 from ..models import Job, Queue, Worker
 from ..protocol.states import JobState
+from . import partitions
 from .clock import db_now
 from .counting import Tally, time_boxed
 from .stats import job_types, queues_with_available
@@ -113,9 +114,12 @@ def uncovered(handled: Mapping[str, Iterable[str]]) -> tuple[list[Unrunnable], b
             if not candidates:
                 return [], len(types) <= MAX_TYPES
             available = Job.objects.filter(state=JobState.AVAILABLE)
-            # seq + 0: the minimum read from ojs_job_available, not by walking the primary key
-            # through the whole history to the first available job.
-            first = available.aggregate(first=Min(F("seq") + 0))["first"]
+            # The oldest available job. On the partitioned table the state keeps the read to the live
+            # partition, whose primary key is walked from its oldest job (0.2 ms at 180,000 waiting; as
+            # seq + 0, every available job's entry: 50 to 100 ms). On one plain table that walk would
+            # cross the whole history first: there seq + 0 reads ojs_job_available instead.
+            oldest = F("seq") if partitions.is_partitioned(connection) else F("seq") + 0
+            first = available.aggregate(first=Min(oldest))["first"]
             grouped = [] if first is None else list(
                 available.filter(type__in=sorted(candidates), seq__gte=first, queue__in=sorted(consumed))
                 .values_list("queue", "type")
