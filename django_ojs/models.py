@@ -834,6 +834,9 @@ class WorkflowNode(models.Model):
         indexes = [
             # The settle hook: which settled jobs are workflow steps.
             models.Index(fields=["job_seq"], name="ojs_workflow_node_job", condition=Q(job_seq__isnull=False)),
+            # An advance: has a container a member not yet ended (core/workflows.py, without reading them).
+            models.Index(fields=["workflow", "path"], name="ojs_workflow_node_open",
+                         condition=Q(state__in=["waiting", "pending", "running"])),
         ]
 
     def __str__(self) -> str:

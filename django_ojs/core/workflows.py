@@ -14,16 +14,26 @@ belong to, in ``id`` order. No path takes a workflow row before job rows:
 over when the workflow moved on meanwhile. Only the workflow's own row is
 locked, so unrelated workflows never wait for each other; its counters are
 counted from its node rows.
+
+An ACK reads only the node rows its advance needs (``_load(lazily=True)``,
+the engine's ``LazyStates``): the settled steps, the steps that depend on
+them and their other dependencies, the results passed on. Whether a
+container's members all ended is asked of the store (``_unended``) without
+reading them, and the tree is parsed once per process and definition
+(``_shape``), so the cost of a step's ACK does not grow with its workflow.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
+from django.db.models.fields.json import KeyTextTransform
 from uuid6 import uuid7
 
 from ..conf import ojs_settings
@@ -41,10 +51,13 @@ from ..protocol.workflows import (
     FAILED,
     PENDING,
     RUNNING,
+    WAITING,
     Engine,
     Enqueue,
+    LazyStates,
     Node,
     NodeState,
+    Shape,
     parse_added,
     shown_state,
 )
@@ -56,6 +69,13 @@ from .row_movement import retried_on_row_movement
 # What a step's job ending in a terminal state means for the step.
 OUTCOME: dict[str, str] = {JobState.COMPLETED: COMPLETED, JobState.DISCARDED: FAILED, JobState.CANCELLED: CANCELLED}
 _NODE_FIELDS = ["state", "inputs", "result", "error", "job_seq", "job_id", "started_at", "finished_at"]
+_OPEN = (WAITING, PENDING, RUNNING)
+# The definition's own version: a new one each time it is written (create, add_jobs), so a parsed
+# tree is known by it. The release before rewrote definitions without it: those are parsed each time.
+_REVISION = "revision"
+_SHAPES: OrderedDict[tuple[Any, str], Shape] = OrderedDict()
+_SHAPES_KEPT = 64
+_SHAPES_LOCK = threading.Lock()
 
 
 def job_options() -> dict[str, Any]:
@@ -81,11 +101,12 @@ def create(root: Node) -> Workflow:
             name=root.name,
             # Running from creation: its first jobs are enqueued now (docs/explanation/decisions.md).
             state=RUNNING,
-            definition=root.to_dict(),
+            definition=_stored(root),
             created_at=now,
             started_at=now,
         )
         engine = Engine.fresh(root)
+        _remember(workflow, engine.shape)
         planned = engine.start()
         WorkflowNode.objects.bulk_create(
             WorkflowNode(workflow=workflow, path=node.path, kind=node.kind, type=node.type[:255], state="waiting")
@@ -123,7 +144,9 @@ def advance(settled: Mapping[int, str], *, steps: Collection[int] | None = None)
     if not ids:
         return
     now = db_now()
-    for workflow in Workflow.objects.select_for_update().filter(id__in=ids, state=RUNNING).order_by("id"):
+    locked = (Workflow.objects.select_for_update().filter(id__in=ids, state=RUNNING).order_by("id")
+              .defer("definition").annotate(revision=KeyTextTransform(_REVISION, "definition")))
+    for workflow in locked:
         _advance(workflow, done, now)
 
 
@@ -133,12 +156,12 @@ def workflow_step() -> Any:
 
 
 def _advance(workflow: Workflow, done: Mapping[int, str], now: dt.datetime) -> None:
-    engine, nodes = _load(workflow)
-    mine = sorted(
-        (node for node in nodes.values() if node.job_seq in done and node.state == PENDING),
-        key=lambda node: node.job_seq,
-    )
-    jobs = {
+    engine, nodes = _load(workflow, lazily=True)
+    mine = list(WorkflowNode.objects.filter(workflow=workflow, job_seq__in=list(done), state=PENDING)
+                .order_by("job_seq"))
+    engine.states.update({node.path: _state_of(node) for node in mine})
+    nodes.update({node.path: node for node in mine})
+    jobs: dict[int | None, Job] = {
         job.seq: job
         for job in Job.objects.filter(seq__in=[node.job_seq for node in mine]).only(
             "seq", "state", "result", "error"
@@ -153,13 +176,61 @@ def _advance(workflow: Workflow, done: Mapping[int, str], now: dt.datetime) -> N
     _run(workflow, engine, nodes, planned, now)
 
 
-def _load(workflow: Workflow) -> tuple[Engine, dict[str, Any]]:
-    nodes = {node.path: node for node in workflow.nodes.all()}
-    states = {
-        path: NodeState(state=node.state, inputs=node.inputs, result=node.result, error=node.error)
-        for path, node in nodes.items()
-    }
-    return Engine(Node.from_dict(workflow.definition), states), nodes
+def _load(workflow: Workflow, *, lazily: bool = False) -> tuple[Engine, dict[str, Any]]:
+    """The workflow's engine and its node rows by path: every row, or (``lazily``) each row
+    the first time the engine asks for its state."""
+    if not lazily:
+        every = {node.path: node for node in workflow.nodes.all()}
+        states = {path: _state_of(node) for path, node in every.items()}
+        return Engine(Node.from_dict(workflow.definition), states), every
+    nodes: dict[str, Any] = {}
+
+    def load(paths: list[str]) -> dict[str, NodeState]:
+        rows = {node.path: node for node in WorkflowNode.objects.filter(workflow=workflow, path__in=paths)}
+        nodes.update(rows)
+        return {path: _state_of(node) for path, node in rows.items()}
+
+    def unended(container: Node, read: set[str]) -> bool:
+        rows = WorkflowNode.objects.filter(workflow=workflow, state__in=_OPEN)
+        if container.path:
+            rows = rows.filter(path__startswith=container.path + ".")
+        skipped = {container.path, *read, *(callback.path for callback in container.callbacks.values())}
+        return rows.exclude(path__in=skipped).exists()
+
+    return Engine(_shape(workflow), LazyStates(load, unended)), nodes
+
+
+def _stored(root: Node) -> dict[str, Any]:
+    """A workflow's definition as stored: its tree and a new revision."""
+    return {**root.to_dict(), _REVISION: uuid7().hex}
+
+
+def _shape(workflow: Workflow) -> Shape:
+    """The workflow's parsed tree, parsed once per process and revision (``advance`` reads the
+    revision with the row, not the definition). A shape is shared: only advances read it, and
+    they never change it (``add_jobs`` grows a tree of its own)."""
+    revision: str | None = getattr(workflow, "revision", None)
+    with _SHAPES_LOCK:
+        shape = _SHAPES.get((workflow.id, revision)) if revision else None
+        if shape is not None and revision:
+            _SHAPES.move_to_end((workflow.id, revision))
+            return shape
+    definition = Workflow.objects.filter(id=workflow.id).values_list("definition", flat=True).get()
+    shape = Shape(Node.from_dict(definition))
+    if revision and definition.get(_REVISION) == revision:
+        _remember(workflow, shape, revision)
+    return shape
+
+
+def _remember(workflow: Workflow, shape: Shape, revision: str | None = None) -> None:
+    with _SHAPES_LOCK:
+        _SHAPES[(workflow.id, revision or workflow.definition[_REVISION])] = shape
+        while len(_SHAPES) > _SHAPES_KEPT:
+            _SHAPES.popitem(last=False)
+
+
+def _state_of(node: WorkflowNode) -> NodeState:
+    return NodeState(state=node.state, inputs=node.inputs, result=node.result, error=node.error)
 
 
 def _run(
@@ -245,7 +316,7 @@ def _write(workflow: Workflow, engine: Engine, nodes: dict[str, Any], now: dt.da
         extra: dict[str, Any] = {"total_steps": len(engine.root.children),
                                  "duration_ms": to_millis(now - workflow.created_at)}
         if finished == FAILED:
-            extra.update(failure_report(workflow, nodes.values()))
+            extra.update(failure_report(workflow, WorkflowNode.objects.filter(workflow=workflow, state=FAILED).order_by("id")))
         batch.append(_event(f"workflow.{finished}", workflow, now, **extra))
     elif workflow.state != RUNNING and not finished:
         workflow.state, workflow.finished_at = RUNNING, None
@@ -329,7 +400,7 @@ def add_jobs(workflow_id: Any, body: object, *, into: str = "") -> tuple[Workflo
         room = ojs_settings.MAX_BATCH_SIZE - len(engine.root.leaves())
         bodies = parse_added(body, room=room, job_options=job_options())
         planned = engine.grow(into, bodies)
-        workflow.definition = engine.root.to_dict()
+        workflow.definition = _stored(engine.root)
         workflow.save(update_fields=["definition"])
         for item in planned:
             nodes[item.node.path] = WorkflowNode.objects.create(

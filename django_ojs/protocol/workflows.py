@@ -15,11 +15,18 @@ states of one workflow's nodes and turns an event (start, a job's outcome,
 cancel) into the node states that change and the jobs to enqueue. The core
 (``core/workflows.py``) loads and stores the states around it, under the
 workflow's row lock.
+
+A job's outcome reads only the states it can change or needs: the settled
+node, the siblings that depend on it and their other dependencies, the
+results passed on, and each container's count of members not yet ended
+(``NodeState.open``). So the core hands the engine ``LazyStates``, read
+from the store as they are asked for, and an ACK costs the same in a
+workflow of ten steps and of a thousand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,6 +340,50 @@ class NodeState:
     error: Any = None
 
 
+class LazyStates(dict[str, NodeState]):
+    """Node states by path, read through ``load`` the first time each is asked for.
+
+    ``load`` gets paths not read yet and returns the states of those that
+    exist. ``want`` reads many at once, before the engine walks them.
+    ``unended(container, read)`` says whether a node of the container's
+    subtree, other than its callbacks and the ``read`` paths, has not ended
+    in the store: since a node ends only once its subtree has, that is
+    whether a member not read yet is still open, asked without reading them.
+    """
+
+    def __init__(self, load: Callable[[list[str]], Mapping[str, NodeState]],
+                 unended: Callable[[Node, set[str]], bool]):
+        super().__init__()
+        self.load = load
+        self.unended = unended
+
+    def want(self, paths: Iterable[str]) -> None:
+        missing = [path for path in dict.fromkeys(paths) if not dict.__contains__(self, path)]
+        if missing:
+            self.update(self.load(missing))
+
+    def __missing__(self, path: str) -> NodeState:
+        self.want([path])
+        return dict.__getitem__(self, path)
+
+
+class Shape:
+    """A workflow's tree and what the engine looks up in it: each node by path, its
+    container, and the siblings that depend on it. Read-only, except by ``Engine.grow``."""
+
+    def __init__(self, root: Node):
+        self.root = root
+        self.nodes = {node.path: node for node in root.walk()}
+        self.parents: dict[str, Node] = {}
+        self.dependents: dict[str, list[int]] = {}  # sibling indexes, in order
+        for node in root.walk():
+            for child in [*node.children, *node.callbacks.values()]:
+                self.parents[child.path] = node
+            for index, child in enumerate(node.children):
+                for dep in child.deps:
+                    self.dependents.setdefault(node.children[dep].path, []).append(index)
+
+
 @dataclass
 class Enqueue:
     """A job to create for a leaf that starts now, with its ``parent_results``."""
@@ -346,23 +397,27 @@ class Engine:
 
     Every method returns the jobs to enqueue; ``changed`` collects the paths
     whose state changed, for the caller to write. ``finished`` is the
-    workflow's terminal state once the root container ends.
+    workflow's terminal state once the root container ends. ``states`` holds
+    every node's state, or is ``LazyStates`` that read them when needed.
     """
 
-    def __init__(self, root: Node, states: dict[str, NodeState]):
-        self.root = root
+    def __init__(self, shape: Node | Shape, states: MutableMapping[str, NodeState]):
+        self.shape = shape if isinstance(shape, Shape) else Shape(shape)
+        self.root = self.shape.root
+        self.nodes = self.shape.nodes
+        self.parents = self.shape.parents
         self.states = states
-        self.nodes = {node.path: node for node in root.walk()}
-        self.parents: dict[str, Node] = {}
-        for node in root.walk():
-            for child in [*node.children, *node.callbacks.values()]:
-                self.parents[child.path] = node
         self.changed: set[str] = set()
         self.events: list[tuple[str, Node]] = []  # (what happened, node), for workflow events
 
     @classmethod
     def fresh(cls, root: Node) -> Engine:
         return cls(root, {node.path: NodeState() for node in root.walk()})
+
+    def _want(self, nodes: Iterable[Node]) -> None:
+        """Read the states of ``nodes`` at once, when they are read from the store."""
+        if isinstance(self.states, LazyStates):
+            self.states.want(node.path for node in nodes)
 
     @property
     def finished(self) -> str | None:
@@ -375,6 +430,17 @@ class Engine:
         for name, value in values.items():
             setattr(node_state, name, value)
         self.changed.add(path)
+
+    def _unended(self, container: Node) -> bool:
+        """Has a member of the container not ended yet?"""
+        if not isinstance(self.states, LazyStates):
+            return any(self.states[child.path].state not in DONE for child in container.children)
+        read = {path for path in self.states if path.startswith(container.path)}
+        callbacks = {callback.path for callback in container.callbacks.values()}
+        if any(self.states[path].state not in DONE for path in read
+               if self.parents.get(path) is container and path not in callbacks):
+            return True
+        return self.states.unended(container, read)
 
     # Moves ---------------------------------------------------------------
 
@@ -390,12 +456,13 @@ class Engine:
             return out  # settled before: nothing happens twice
         self._set(path, state, result=result if state == COMPLETED else None, error=error)
         self.events.append((state, self.nodes[path]))
-        self._reconsider(self.parents[path], out)
+        self._reconsider(self.parents[path], out, ended=self.nodes[path])
         return out
 
     def cancel(self) -> list[Node]:
         """Cancel every node not yet ended; return the leaves whose jobs must be cancelled."""
         open_jobs = []
+        self._want(self.root.walk())
         for node in self.root.walk():
             node_state = self.states[node.path]
             if node_state.state in DONE:
@@ -429,6 +496,10 @@ class Engine:
         out: list[Enqueue] = []
         self._set(path, WAITING, error=None)
         self._start(node, inputs, out)
+        # A sibling set back to waiting whose dependency ended otherwise is cancelled again now,
+        # as a settle looks only at the dependents of what it ended.
+        for container in chain:
+            self._reconsider(container, out)
         return out
 
     def growable(self, path: str) -> str | None:
@@ -476,30 +547,31 @@ class Engine:
         self._set(node.path, RUNNING, inputs=inputs)
         self._reconsider(node, out)
 
-    def _reconsider(self, container: Node, out: list[Enqueue]) -> None:
-        """Start or cancel the children whose dependencies ended; end the container when all did."""
+    def _reconsider(self, container: Node, out: list[Enqueue], *, ended: Node | None = None) -> None:
+        """Start or cancel the children whose dependencies ended; end the container when all did.
+
+        ``ended``: the member that just ended -- only the siblings that depend on it, and
+        on those cancelled in turn, are looked at; otherwise every member is.
+        """
         if self.states[container.path].state != RUNNING:
             return
-        inputs = self.states[container.path].inputs or []
         children = container.children
-        moved = True
-        while moved:
-            moved = False
-            for index, child in enumerate(children):
-                if self.states[child.path].state != WAITING:
-                    continue
-                dep_states = [self.states[children[d].path].state for d in child.deps]
-                if all(state == COMPLETED for state in dep_states):
-                    results = [self.result_of(children[d]) for d in _ancestors(children, index)]
-                    self._start(child, [*inputs, *results], out)
-                    moved = True
-                elif any(state in DONE - {COMPLETED} for state in dep_states):
-                    for sub in child.walk():
-                        self._set(sub.path, CANCELLED)
-                    moved = True
-        member_states = [self.states[child.path].state for child in children]
-        if not all(state in DONE for state in member_states):
+        if ended is None:
+            self._want(children)
+            moved = True
+            while moved:
+                moved = any([self._follow(container, index, out) for index in range(len(children))])
+        else:
+            todo = [ended.path]
+            while todo:
+                indexes = self.shape.dependents.get(todo.pop(), [])
+                self._want(children[d] for index in indexes for d in [index, *children[index].deps])
+                todo += [children[index].path for index in indexes
+                         if self._follow(container, index, out) and self.states[children[index].path].state in DONE]
+        if self._unended(container):
             return
+        self._want(children)
+        member_states = [self.states[child.path].state for child in children]
         all_ok = all(state == COMPLETED for state in member_states)
         if container.kind == "batch":
             if not self._callbacks_done(container, all_ok, out):
@@ -515,10 +587,43 @@ class Engine:
         self.events.append((COMPLETED if ok else FAILED, container))
         parent = self.parents.get(container.path)
         if parent is not None:
-            self._reconsider(parent, out)
+            self._reconsider(parent, out, ended=container)
+
+    def _follow(self, container: Node, index: int, out: list[Enqueue]) -> bool:
+        """Start the waiting member ``index`` if its dependencies completed, cancel it if one
+        ended otherwise; whether it moved."""
+        children = container.children
+        child = children[index]
+        if self.states[child.path].state != WAITING:
+            return False
+        dep_states = [self.states[children[d].path].state for d in child.deps]
+        if all(state == COMPLETED for state in dep_states):
+            self._start(child, self._inputs(container, index), out)
+            return True
+        if any(state in DONE - {COMPLETED} for state in dep_states):
+            self._want(child.walk())
+            for sub in child.walk():
+                self._set(sub.path, CANCELLED)
+            return True
+        return False
+
+    def _inputs(self, container: Node, index: int) -> list[Any]:
+        """The parent_results member ``index`` starts with: the container's inputs, then the result
+        of every sibling it waits for, directly or not, in step order."""
+        children = container.children
+        ancestors = _ancestors(children, index)
+        if len(children[index].deps) == 1 and children[index].deps[0] == ancestors[-1]:
+            # After one step only, which came after all it waited for (a chain's step): that step's own
+            # inputs and its result, without reading every step before it.
+            parent = children[ancestors[-1]]
+            self._want(parent.walk())
+            return [*(self.states[parent.path].inputs or []), self.result_of(parent)]
+        self._want(sub for d in ancestors for sub in children[d].walk())
+        return [*(self.states[container.path].inputs or []), *(self.result_of(children[d]) for d in ancestors)]
 
     def _callbacks_done(self, batch: Node, all_ok: bool, out: list[Enqueue]) -> bool:
         """Fire the callbacks the outcome calls for (once: only from waiting); True when all ended."""
+        self._want(sub for child in [*batch.children, *batch.callbacks.values()] for sub in child.walk())
         results = [self.result_of(child) for child in batch.children]
         for name, callback in batch.callbacks.items():
             if self.states[callback.path].state != WAITING:

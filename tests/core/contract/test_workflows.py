@@ -8,6 +8,7 @@ and its jobs became.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -367,3 +368,61 @@ def test_a_bulk_move_by_filter_advances_the_workflows_of_the_steps_it_ends(db, m
     assert report.moved == 1
     assert state(workflow) == "failed"
     assert nodes(workflow)["0"] == ("cancelled" if move == "cancel" else "failed")
+
+
+def shaped(shape: str, size: int) -> dict[str, Any]:
+    """A workflow of ``size`` steps: a chain, a fan-out (one step, every other one after it) or
+    layers of ten steps, each after every step of the layer before."""
+    if shape == "chain":
+        return {"type": "chain", "steps": [job(f"s{index}") for index in range(size)]}
+    steps = []
+    for index in range(size):
+        before = range(index // 10 * 10 - 10, index // 10 * 10) if index >= 10 else []
+        parents = (["0"] if index else []) if shape == "fanout" else [str(i) for i in before]
+        steps.append({"id": str(index), "depends_on": parents, **job(f"s{index}")})
+    return {"steps": steps}
+
+
+class NodeRowsRead:
+    """How many workflow node rows the store reads into Python meanwhile (each is one model instance)."""
+
+    def __enter__(self) -> NodeRowsRead:
+        from django.db.models.signals import post_init
+
+        self.count = 0
+        post_init.connect(self.seen, sender=WorkflowNode)
+        return self
+
+    def seen(self, **kwargs: Any) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        from django.db.models.signals import post_init
+
+        post_init.disconnect(self.seen, sender=WorkflowNode)
+
+
+@pytest.mark.parametrize("shape", ["fanout", "chain", "layered"])
+def test_a_steps_ack_reads_no_more_in_a_workflow_of_a_thousand_steps_than_of_ten(db, shape):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def cost(size: int) -> tuple[int, int, bool]:
+        create(shaped(shape, size))
+        if shape == "fanout":
+            ack(take()[0])  # starts the other steps: the one ACK that touches them all
+        # The ACK measured: a fan-out's step among many running, a chain's first step, the last of a layer.
+        first = take(count=5 if shape == "fanout" else 10)
+        for claimed in first[1:]:
+            ack(claimed, {"step": claimed.type})
+        with CaptureQueriesContext(connection) as queries, NodeRowsRead() as rows:
+            ack(first[0], {"step": first[0].type})
+        assert len(take(count=1000)) == {"fanout": size - 6, "chain": 1, "layered": 10}[shape]
+        Job.objects.all().delete()
+        # The statements on the workflow tables (a push's own reads of queue settings come and go with their
+        # cache), and whether one read the definition (parsed once per process: create's stays).
+        ours = [query["sql"] for query in queries.captured_queries if "django_ojs_workflow" in query["sql"]]
+        return len(ours), rows.count, any(re.search(r'"definition"(, "| FROM)', sql) for sql in ours)
+
+    assert cost(20) == cost(1000)
+    assert not cost(1000)[2]
