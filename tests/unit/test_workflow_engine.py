@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from django_ojs.protocol.errors import InvalidRequest
-from django_ojs.protocol.workflows import DONE, MAX_DEPTH, Engine, Node, parse
+from django_ojs.protocol.workflows import DONE, MAX_DEPTH, Engine, LazyStates, Node, NodeState, parse
 
 
 def job(kind: str) -> dict:
@@ -117,4 +119,74 @@ def test_any_tree_with_any_outcomes_ends_and_runs_nothing_twice(tree, data):
 def test_the_run_order_of_a_chain_of_groups():
     engine = build({"type": "chain", "steps": [job("a"), {"type": "group", "jobs": [job("b"), job("c")]}, job("d")]})
     assert run(engine, {}) == ["a", "b", "c", "d"]
+    assert engine.finished == "completed"
+
+
+# A DAG in the binding's form: each step depends on some of the steps listed before it.
+dags = st.lists(st.lists(st.integers(0, 7), max_size=3), min_size=1, max_size=8).map(
+    lambda deps: {"steps": [{"id": f"s{i}", "type": f"s{i}", "args": [],
+                             "depends_on": sorted({f"s{d}" for d in ds if d < i})} for i, ds in enumerate(deps)]}
+)
+
+
+def lazy_engine(root: Node, store: dict[str, NodeState]) -> tuple[Engine, set[str]]:
+    """An engine that reads ``store`` as the core reads its node rows for one advance; the paths it read."""
+    read: set[str] = set()
+
+    def load(paths):
+        read.update(paths)
+        return {path: copy.deepcopy(store[path]) for path in paths if path in store}
+
+    def unended(container, known):
+        prefix = container.path + "." if container.path else ""
+        skipped = {container.path, *known, *(callback.path for callback in container.callbacks.values())}
+        return any(state.state not in DONE for path, state in store.items()
+                   if path.startswith(prefix) and path not in skipped)
+
+    return Engine(root, LazyStates(load, unended)), read
+
+
+@given(tree=st.one_of(trees.filter(lambda t: t.get("type") in ("chain", "group", "batch")), dags), data=st.data())
+def test_an_engine_reading_only_what_it_needs_moves_as_one_holding_every_state(tree, data):
+    """Each settle by an engine of its own over the stored states, as each ACK's advance is,
+    enqueues the same jobs with the same parent_results and ends in the same states."""
+    try:
+        root = parse(tree, max_jobs=100)
+    except InvalidRequest:
+        return
+    whole = Engine.fresh(root)
+    todo = whole.start()
+    store = copy.deepcopy(whole.states)
+    while todo:
+        item = todo.pop(0)
+        outcome = data.draw(st.sampled_from(["completed", "completed", "failed", "cancelled"]))
+        planned = whole.settle(item.node.path, outcome, result=item.node.path)
+        lazy, _ = lazy_engine(root, store)
+        assert [(e.node.path, e.parent_results) for e in lazy.settle(item.node.path, outcome, result=item.node.path)] \
+            == [(e.node.path, e.parent_results) for e in planned]
+        store.update({path: lazy.states[path] for path in lazy.changed})
+        todo += planned
+    assert store == whole.states
+
+
+def test_settling_a_step_of_a_wide_dag_reads_its_dependents_not_the_whole_dag():
+    steps = [{"id": "root", "type": "root", "args": []}]
+    steps += [{"id": f"s{i}", "type": "s", "args": [], "depends_on": ["root"]} for i in range(500)]
+    steps += [{"id": "join", "type": "join", "args": [], "depends_on": ["s0", "s1"]}]
+    root = parse({"steps": steps}, max_jobs=1000)
+    whole = Engine.fresh(root)
+    whole.start()
+    whole.settle("0", "completed", result="r")
+    lazy, read = lazy_engine(root, whole.states)
+    assert lazy.settle("1", "completed", result=1) == []
+    assert read == {"", "1", "501", "2"}  # the root's inputs, the step, the join and its other dependency
+
+
+def test_retrying_a_step_of_a_group_starts_again_at_once_the_members_it_had_cancelled():
+    engine = build({"type": "group", "jobs": [job("a"), job("b")]})
+    engine.start()
+    engine.settle("0", "failed")
+    engine.settle("1", "cancelled")
+    assert [e.node.type for e in engine.retry("0")] == ["a", "b"]
+    assert engine.settle("0", "completed") == [] and engine.settle("1", "completed") == []
     assert engine.finished == "completed"
