@@ -609,17 +609,24 @@ class Engine:
 
     def _inputs(self, container: Node, index: int) -> list[Any]:
         """The parent_results member ``index`` starts with: the container's inputs, then the result
-        of every sibling it waits for, directly or not, in step order."""
+        of every sibling it waits for, directly or not, in step order.
+
+        The results its dependency with the most ancestors started with are taken from that
+        dependency's own inputs, not read again: a chain's step reads one step before it, a
+        layered DAG's the layer before, however many came earlier.
+        """
         children = container.children
+        given = self.states[container.path].inputs or []
         ancestors = _ancestors(children, index)
-        if len(children[index].deps) == 1 and children[index].deps[0] == ancestors[-1]:
-            # After one step only, which came after all it waited for (a chain's step): that step's own
-            # inputs and its result, without reading every step before it.
-            parent = children[ancestors[-1]]
-            self._want(parent.walk())
-            return [*(self.states[parent.path].inputs or []), self.result_of(parent)]
-        self._want(sub for d in ancestors for sub in children[d].walk())
-        return [*(self.states[container.path].inputs or []), *(self.result_of(children[d]) for d in ancestors)]
+        known: dict[int, Any] = {}
+        if children[index].deps:
+            lineage = {dep: _ancestors(children, dep) for dep in children[index].deps}
+            widest = max(lineage, key=lambda dep: len(lineage[dep]))
+            inputs = self.states[children[widest].path].inputs or []
+            if len(inputs) == len(given) + len(lineage[widest]):
+                known = dict(zip(lineage[widest], inputs[len(given):]))
+        self._want(sub for d in ancestors if d not in known for sub in children[d].walk())
+        return [*given, *(known[d] if d in known else self.result_of(children[d]) for d in ancestors)]
 
     def _callbacks_done(self, batch: Node, all_ok: bool, out: list[Enqueue]) -> bool:
         """Fire the callbacks the outcome calls for (once: only from waiting); True when all ended."""

@@ -190,3 +190,19 @@ def test_retrying_a_step_of_a_group_starts_again_at_once_the_members_it_had_canc
     assert [e.node.type for e in engine.retry("0")] == ["a", "b"]
     assert engine.settle("0", "completed") == [] and engine.settle("1", "completed") == []
     assert engine.finished == "completed"
+
+
+def test_a_layered_dags_step_starts_the_next_layer_reading_its_own_layer_not_the_earlier_ones():
+    # Five layers of three, each step after every step of the layer before.
+    steps = [{"id": str(i), "type": "s", "args": [],
+              "depends_on": [str(d) for d in range(max(i // 3 * 3 - 3, 0), i // 3 * 3)]} for i in range(15)]
+    root = parse({"steps": steps}, max_jobs=100)
+    whole = Engine.fresh(root)
+    todo = whole.start()
+    while (item := todo.pop(0)).node.path != "11":
+        todo += whole.settle(item.node.path, "completed", result=item.node.path)
+    lazy, read = lazy_engine(root, copy.deepcopy(whole.states))
+    started = lazy.settle("11", "completed", result="11")
+    assert [e.node.path for e in started] == ["12", "13", "14"]
+    assert started[0].parent_results == [str(i) for i in range(12)]
+    assert read == {"", "9", "10", "11", "12", "13", "14"}
