@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.json import KeyTextTransform
 from uuid6 import uuid7
 
@@ -157,10 +157,12 @@ def workflow_step() -> Any:
 
 def _advance(workflow: Workflow, done: Mapping[int, str], now: dt.datetime) -> None:
     engine, nodes = _load(workflow, lazily=True)
-    mine = list(WorkflowNode.objects.filter(workflow=workflow, job_seq__in=list(done), state=PENDING)
+    # The settled steps, and the root every advance reads, in one query.
+    read = list(WorkflowNode.objects.filter(Q(job_seq__in=list(done), state=PENDING) | Q(path=""), workflow=workflow)
                 .order_by("job_seq"))
-    engine.states.update({node.path: _state_of(node) for node in mine})
-    nodes.update({node.path: node for node in mine})
+    engine.states.update({node.path: _state_of(node) for node in read})
+    nodes.update({node.path: node for node in read})
+    mine = [node for node in read if node.path and node.job_seq in done and node.state == PENDING]
     jobs: dict[int | None, Job] = {
         job.seq: job
         for job in Job.objects.filter(seq__in=[node.job_seq for node in mine]).only(

@@ -18,10 +18,10 @@ workflow's row lock.
 
 A job's outcome reads only the states it can change or needs: the settled
 node, the siblings that depend on it and their other dependencies, the
-results passed on, and each container's count of members not yet ended
-(``NodeState.open``). So the core hands the engine ``LazyStates``, read
-from the store as they are asked for, and an ACK costs the same in a
-workflow of ten steps and of a thousand.
+results passed on; whether a container has a member not yet ended is asked
+of the store. So the core hands the engine ``LazyStates``, read from the
+store as they are asked for, and an ACK costs the same in a workflow of ten
+steps and of a thousand.
 """
 
 from __future__ import annotations
@@ -452,6 +452,10 @@ class Engine:
     def settle(self, path: str, state: str, *, result: Any = None, error: Any = None) -> list[Enqueue]:
         """A leaf's job ended: ``completed``, ``failed`` or ``cancelled``."""
         out: list[Enqueue] = []
+        container = self.parents[path]
+        # What the move reads, at once: the step, its container, the steps after it and what they wait for.
+        after = [container.children[index] for index in self.shape.dependents.get(path, [])]
+        self._want([self.nodes[path], container, *after, *(container.children[d] for step in after for d in step.deps)])
         if self.states[path].state in DONE:
             return out  # settled before: nothing happens twice
         self._set(path, state, result=result if state == COMPLETED else None, error=error)
@@ -620,11 +624,11 @@ class Engine:
         ancestors = _ancestors(children, index)
         known: dict[int, Any] = {}
         if children[index].deps:
-            lineage = {dep: _ancestors(children, dep) for dep in children[index].deps}
-            widest = max(lineage, key=lambda dep: len(lineage[dep]))
-            inputs = self.states[children[widest].path].inputs or []
-            if len(inputs) == len(given) + len(lineage[widest]):
-                known = dict(zip(lineage[widest], inputs[len(given):]))
+            # The longest inputs are those of the dependency with the most ancestors.
+            widest = max(children[index].deps, key=lambda dep: len(self.states[children[dep].path].inputs or []))
+            inputs, lineage = self.states[children[widest].path].inputs or [], _ancestors(children, widest)
+            if len(inputs) == len(given) + len(lineage):
+                known = dict(zip(lineage, inputs[len(given):]))
         self._want(sub for d in ancestors if d not in known for sub in children[d].walk())
         return [*given, *(known[d] if d in known else self.result_of(children[d]) for d in ancestors)]
 
