@@ -426,3 +426,19 @@ def test_a_steps_ack_reads_no_more_in_a_workflow_of_a_thousand_steps_than_of_ten
 
     assert cost(20) == cost(1000)
     assert not cost(1000)[2]
+
+
+@pytest.mark.parametrize("writer", ["this release", "the release before"])
+def test_a_step_added_after_the_definition_was_parsed_counts_for_its_group(db, writer):
+    """Each process keeps a workflow's parsed tree by the revision stored in its definition; adding
+    jobs writes a new one, and the release before, which knew no revision, wrote none."""
+    workflow = create({"type": "group", "jobs": [job("a")]})
+    first = take()[0]
+    store.add_jobs(workflow.id, {"jobs": [job("b")]})
+    if writer == "the release before":
+        definition = Workflow.objects.get(id=workflow.id).definition
+        Workflow.objects.filter(id=workflow.id).update(definition={k: v for k, v in definition.items() if k != "revision"})
+    ack(first)
+    assert state(workflow) == "running"
+    ack(take()[0])
+    assert state(workflow) == "completed"
