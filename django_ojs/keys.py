@@ -3,11 +3,18 @@
 A key is shown once, when it is created; the store keeps its SHA-256 digest.
 Keys are 256-bit random tokens, so a plain digest is enough to make a leaked
 table useless (password hashing exists for guessable secrets).
+
+A key may have an end (``expires_at``): from then on it is refused, in every
+process at once, since the end travels with the cached key and is compared on
+each request. A key is in one of three states, as every surface names them
+(``key_status``): active, expired, revoked.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import re
 import secrets
 import threading
 import time
@@ -15,9 +22,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.db import models
+from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from .conf import ojs_settings
+from .protocol.durations import parse_duration
 
 if TYPE_CHECKING:
     from .models import ApiKey
@@ -36,6 +46,18 @@ SCOPES = ("read", "enqueue", "worker", "admin")
 # writes, which need ``admin``. A job's id, which its producer got back from PUSH
 # and its worker from FETCH, still reads that one job with any key.
 INSPECT = "read or admin"
+# Said wherever an admin key is made (the command, the admin's form), which never implies the scope.
+ADMIN_WARNING = (
+    "An admin key may do every operation, including purging the dead letter, pausing queues, "
+    "changing cron and cancelling any job. Give it to operators only; services need read, enqueue or worker."
+)
+
+
+# What a key reads as on every surface: the admin's list and filter, the
+# command's output, the 401's message and the log.
+ACTIVE, EXPIRED, REVOKED = "active", "expired", "revoked"
+# A lifetime in days ("90d"), besides the durations the wire reads ("PT12H", "12h").
+_DAYS = re.compile(r"(\d+)d", re.ASCII)
 
 
 def generate_key() -> str:
@@ -66,15 +88,47 @@ def normalise_scopes(scopes: Iterable[str]) -> list[str]:
     return chosen
 
 
+def parse_lifetime(text: str) -> dt.timedelta:
+    """A key's lifetime as an operator writes it: ``90d``, ``12h``, ``P90D``; ValueError unless positive."""
+    days = _DAYS.fullmatch(text.strip())
+    try:
+        lifetime = dt.timedelta(days=int(days[1])) if days else parse_duration(text)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{text!r} is not a duration such as 90d, 12h or P90D") from None
+    if lifetime <= dt.timedelta(0):
+        raise ValueError(f"{text!r} is not a positive duration: a key's lifetime must be longer than nothing")
+    return lifetime
+
+
+def key_status(revoked_at: dt.datetime | None, expires_at: dt.datetime | None, now: dt.datetime) -> str:
+    """``revoked`` (an operator's act, so it wins), ``expired`` once ``expires_at`` is past, else ``active``."""
+    if revoked_at is not None:
+        return REVOKED
+    if expires_at is not None and expires_at <= now:
+        return EXPIRED
+    return ACTIVE
+
+
+def status_filter(status: str, now: dt.datetime) -> Q:
+    """The keys ``key_status`` calls ``status`` at ``now``, as a filter."""
+    unexpired = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+    return {
+        ACTIVE: Q(revoked_at__isnull=True) & unexpired,
+        EXPIRED: Q(revoked_at__isnull=True, expires_at__lte=now),
+        REVOKED: Q(revoked_at__isnull=False),
+    }[status]
+
+
 class ApiKeyManager(models.Manager["ApiKey"]):
-    def issue(self, name: str, scopes: Iterable[str]) -> tuple[ApiKey, str]:
-        """Create a key; return it with its secret, which is never stored."""
+    def issue(self, name: str, scopes: Iterable[str], *, expires_in: dt.timedelta | None = None) -> tuple[ApiKey, str]:
+        """Create a key, refused from ``expires_in`` on (None: never); return it with its secret, never stored."""
         secret = generate_key()
         key = self.create(
             name=name,
             prefix=secret[: len(KEY_PREFIX) + 8],
             key_hash=hash_key(secret),
             scopes=normalise_scopes(scopes),
+            expires_at=None if expires_in is None else timezone.now() + expires_in,
         )
         return key, secret
 
@@ -89,10 +143,16 @@ class ApiKeyManager(models.Manager["ApiKey"]):
         return revoked
 
     def authenticate(self, secret: str) -> ApiKey | None:
-        return self.filter(key_hash=hash_key(secret), revoked_at__isnull=True).first()
+        """The active key with this secret, or None (neither revoked nor expired), uncached."""
+        return self.filter(status_filter(ACTIVE, timezone.now()), key_hash=hash_key(secret)).first()
 
     def verify(self, secret: str) -> ApiKey | None:
-        """The active key with this secret, or None; cached for a bounded time (``KeyCache``)."""
+        """The unrevoked key with this secret, or None; cached for a bounded time (``KeyCache``).
+
+        An expired key is returned too, so that the caller can say it expired
+        (``api/auth.py``): its ``expires_at`` is compared on every request, the
+        cached key's as well.
+        """
         digest = hash_key(secret)
         key = key_cache.get(digest)
         if key is None:

@@ -27,7 +27,7 @@ from django.db.models.functions import Concat, StrIndex
 from django.db.models.lookups import GreaterThan
 
 from .conf import ojs_settings
-from .keys import ApiKeyManager
+from .keys import ApiKeyManager, key_status
 from .protocol.cron import MAX_EXPRESSION_LENGTH
 from .protocol.states import TERMINAL, WAITING, JobState, WorkerState
 
@@ -768,6 +768,9 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="From this moment the key is refused (401); empty: it never expires."
+    )
 
     objects = ApiKeyManager()
 
@@ -777,9 +780,9 @@ class ApiKey(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+    def status(self, now: dt.datetime) -> str:
+        """``active``, ``expired`` or ``revoked`` at ``now`` (``keys.key_status``)."""
+        return key_status(self.revoked_at, self.expires_at, now)
 
 
 class Workflow(models.Model):

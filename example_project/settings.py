@@ -100,6 +100,7 @@ OJS = {
     "PROGRESS_STREAM_SECONDS": env.float("OJS_PROGRESS_STREAM_SECONDS", default=300.0),
     "RESULT_WAITS": env.int("OJS_RESULT_WAITS", default=1),
     "RESULT_WAIT_MAX_SECONDS": env.float("OJS_RESULT_WAIT_MAX_SECONDS", default=50.0),
+    "API_KEY_CACHE_SECONDS": env.float("OJS_API_KEY_CACHE_SECONDS", default=5.0),
 }
 
 LOGGING = {

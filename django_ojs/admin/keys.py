@@ -1,4 +1,4 @@
-"""API keys for the HTTP binding: create (the secret is shown once), revoke, last used.
+"""API keys for the HTTP binding: create (the secret is shown once), revoke, last used, expiry.
 
 The store keeps only a key's SHA-256 digest, so the page that creates a key
 is the only place its secret ever appears: it is rendered in the response to
@@ -19,7 +19,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..keys import SCOPES
+from ..keys import ACTIVE, ADMIN_WARNING, EXPIRED, REVOKED, SCOPES, parse_lifetime, status_filter
 from ..models import ApiKey
 from .base import ConsoleAdmin
 from .display import moment, moment_field
@@ -36,29 +36,50 @@ class ApiKeyCreationForm(forms.Form):
     scopes = forms.MultipleChoiceField(
         choices=[(scope, scope) for scope in SCOPES], widget=forms.CheckboxSelectMultiple, help_text=SCOPE_HELP
     )
+    admin_confirmed = forms.BooleanField(
+        required=False, label="I mean an admin key", help_text="Needed with the admin scope, which a service never needs."
+    )
+    expires_in = forms.CharField(
+        required=False, max_length=32, label="Expires in",
+        help_text="e.g. 90d, 12h or P30D; requests with the key are refused from then on. Empty: never.",
+    )
+
+    def clean_expires_in(self) -> object:
+        text = self.cleaned_data["expires_in"].strip()
+        try:
+            return parse_lifetime(text) if text else None
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean(self) -> dict:
+        cleaned = super().clean() or {}
+        if "admin" in cleaned.get("scopes", ()) and not cleaned.get("admin_confirmed"):
+            self.add_error("admin_confirmed", ADMIN_WARNING + " Tick the box to create it.")
+        return cleaned
 
 
-class ActiveFilter(admin.SimpleListFilter):
+class StatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [("active", "active"), ("revoked", "revoked")]
+        return [(status, status) for status in (ACTIVE, EXPIRED, REVOKED)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() in ("active", "revoked"):
-            return queryset.filter(revoked_at__isnull=self.value() == "active")
+        status = self.value()
+        if status in (ACTIVE, EXPIRED, REVOKED):
+            return queryset.filter(status_filter(status, timezone.now()))
         return queryset
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ConsoleAdmin):
-    list_display = ("name", "key_prefix", "scope_list", "status", "created", "last_used")
-    list_filter = (ActiveFilter,)
+    list_display = ("name", "key_prefix", "scope_list", "status", "expires", "created", "last_used")
+    list_filter = (StatusFilter,)
     list_title = "API keys"
     search_fields = ("name", "prefix")
     ordering = ("-created_at",)
-    fields = ("name", "key_prefix", "scope_list", "status", "created", "last_used")
+    fields = ("name", "key_prefix", "scope_list", "status", "expires", "created", "last_used")
     readonly_fields = fields
     actions = ("revoke_keys",)
 
@@ -74,9 +95,16 @@ class ApiKeyAdmin(ConsoleAdmin):
 
     @admin.display(description="status")
     def status(self, key: ApiKey) -> SafeString:
-        if key.revoked_at is None:
-            return format_html('<span class="ojs-running">{}</span>', "active")
-        return format_html('<span class="ojs-paused">revoked</span> {}', moment(key.revoked_at, timezone.now()))
+        now = timezone.now()
+        status = key.status(now)
+        if status == ACTIVE:
+            return format_html('<span class="ojs-running">{}</span>', status)
+        since = key.revoked_at if status == REVOKED else key.expires_at
+        return format_html('<span class="ojs-paused">{}</span> {}', status, moment(since, now))
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires(self, key: ApiKey) -> SafeString | str:
+        return moment(key.expires_at, timezone.now(), compact=True) if key.expires_at else "never"
 
     @admin.display(description="last used", ordering="last_used_at")
     def last_used(self, key: ApiKey) -> SafeString | str:
@@ -102,9 +130,11 @@ class ApiKeyAdmin(ConsoleAdmin):
         }
         if not form.is_valid():
             return TemplateResponse(request, "admin/django_ojs/apikey/create.html", context)
-        key, secret = ApiKey.objects.issue(form.cleaned_data["name"], form.cleaned_data["scopes"])
+        key, secret = ApiKey.objects.issue(
+            form.cleaned_data["name"], form.cleaned_data["scopes"], expires_in=form.cleaned_data["expires_in"]
+        )
         self.log_addition(request, key, "Created in the admin")
-        context.update(title="API key created", key=key, secret=secret)
+        context.update(title="API key created", key=key, secret=secret, expires=key.expires_at and moment(key.expires_at, timezone.now()))
         response = TemplateResponse(request, "admin/django_ojs/apikey/created.html", context)
         add_never_cache_headers(response)
         return response

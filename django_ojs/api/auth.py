@@ -8,17 +8,23 @@ localhost); a warning says so at every start.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from ..conf import ojs_settings
-from ..keys import INSPECT, grants
+from ..keys import EXPIRED, INSPECT, grants
 from ..models import ApiKey
+from ..protocol.durations import format_timestamp
+
+logger = logging.getLogger("django_ojs.api")
 
 # How often a key's last_used_at is refreshed: not a write per request.
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+# The expired keys this process has logged a refusal of: one line per key, not one per request.
+_expiry_logged: set[int] = set()
 
 
 class ApiKeyUser:
@@ -37,8 +43,8 @@ class ApiKeyUser:
 def authenticated_key(meta: Any) -> Any:
     """The API key the request's ``Authorization`` header names, or None when it sends none.
 
-    Raises ``AuthenticationFailed`` (a 401) for a malformed header or an unknown
-    or revoked key. With ``AUTH_REQUIRED`` off no header is read. Shared by the
+    Raises ``AuthenticationFailed`` (a 401) for a malformed header or an unknown,
+    revoked or expired key. With ``AUTH_REQUIRED`` off no header is read. Shared by the
     DRF views (``ApiKeyAuthentication``) and the lean hot endpoints (api/lean.py).
     """
     header = meta.get("HTTP_AUTHORIZATION", "")
@@ -51,10 +57,23 @@ def authenticated_key(meta: Any) -> Any:
     if key is None:
         raise exceptions.AuthenticationFailed("the API key is unknown or revoked")
     now = timezone.now()
+    if key.status(now) == EXPIRED:
+        refuse_expired(key)
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now  # the cached key too: one write a minute, not one a request
     return key
+
+
+def refuse_expired(key: Any) -> None:
+    """The 401 for a key past its ``expires_at``, logged the first time this process refuses it."""
+    expired_at = format_timestamp(key.expires_at)
+    if key.pk not in _expiry_logged:
+        _expiry_logged.add(key.pk)
+        logger.warning("API key %s… (%s) expired at %s: its requests are refused", key.prefix, key.name, expired_at)
+    refused = exceptions.AuthenticationFailed(f"API key {key.prefix}… expired at {expired_at}")
+    refused.ojs_details = {"expired_at": expired_at}
+    raise refused
 
 
 def check_scope(key: Any, required: str | dict[str, str], method: str) -> None:

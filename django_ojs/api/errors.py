@@ -72,7 +72,7 @@ STATUS = {
 HINTS = {
     "invalid_request": "Check the field named in details.field against the OJS HTTP binding.",
     "invalid_payload": "Send a JSON object encoded in UTF-8.",
-    "unauthenticated": "Send 'Authorization: Bearer <API key>'; create a key with manage.py ojs_create_api_key.",
+    "unauthenticated": "Send 'Authorization: Bearer <API key>' with an active key; create one with manage.py ojs_create_api_key.",
     "forbidden": "Use an API key with the scope named in details.required_scope.",
     "not_found": "Check the id or name; finished jobs are pruned after their retention period.",
     "conflict": "details.current_state says what the job is now; fetch it again before retrying.",
@@ -105,7 +105,7 @@ def error_body(code: str, message: str, request_id: str, *, retryable: bool = Fa
 
 def _from_drf(exc: drf.APIException) -> tuple[str, str, dict[str, Any]]:
     if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
-        return "unauthenticated", str(exc.detail), {}
+        return "unauthenticated", str(exc.detail), getattr(exc, "ojs_details", {})
     if isinstance(exc, drf.PermissionDenied):
         return "forbidden", str(exc.detail), getattr(exc, "ojs_details", {})
     if isinstance(exc, drf.NotFound):

@@ -346,6 +346,51 @@ def test_api_key_form_says_what_is_missing(admin_client, db):
     assert not ApiKey.objects.exists()
 
 
+def test_api_key_lifetime_is_set_in_the_form_and_listed(admin_client, db):
+    add = reverse("admin:django_ojs_apikey_add")
+    refused = admin_client.post(add, {"name": "billing", "scopes": ["enqueue"], "expires_in": "soon"})
+    assert b"is not a duration" in refused.content and not ApiKey.objects.exists()
+
+    admin_client.post(add, {"name": "billing", "scopes": ["enqueue"], "expires_in": "90d"})
+    key = ApiKey.objects.get(name="billing")
+    assert abs(key.expires_at - (db_now() + dt.timedelta(days=90))) < dt.timedelta(minutes=1)
+    ApiKey.objects.issue("forever", ["read"])
+    ended, _ = ApiKey.objects.issue("ended", ["read"], expires_in=dt.timedelta(days=1))
+    ApiKey.objects.filter(pk=ended.pk).update(expires_at=db_now() - dt.timedelta(hours=2))
+
+    listing = admin_client.get(reverse("admin:django_ojs_apikey_changelist"))
+    rows = {row["name"]: row for row in key_rows(listing)}
+    assert rows["billing"]["status"] == "active" and rows["billing"]["expires"].startswith("in ")
+    assert rows["forever"]["status"] == "active" and rows["forever"]["expires"] == "never"
+    assert rows["ended"]["status"].startswith("expired") and rows["ended"]["expires"].endswith("ago")
+
+    def names(status: str) -> set[str]:
+        page = admin_client.get(reverse("admin:django_ojs_apikey_changelist"), {"status": status})
+        return {row["name"] for row in key_rows(page)}
+
+    assert names("active") == {"billing", "forever"}
+    assert names("expired") == {"ended"}
+
+
+def key_rows(response) -> list[dict[str, str]]:
+    """The key list's rows: each cell's text by its column's name."""
+    text = response.content.decode()
+    rows = []
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", text, re.S)[1:]:
+        cells = re.findall(r'<t[hd] class="field-([a-z_]+)[^"]*"[^>]*>(.*?)</t[hd]>', row, re.S)
+        rows.append({name: re.sub(r"<[^>]+>|\s+", " ", cell).strip() for name, cell in cells})
+    return [row for row in rows if row]
+
+
+def test_an_admin_key_needs_saying_so_in_the_form(admin_client, db):
+    add = reverse("admin:django_ojs_apikey_add")
+    page = admin_client.post(add, {"name": "ops", "scopes": ["admin"]})
+    assert b"every operation" in page.content and not ApiKey.objects.exists()
+
+    created = admin_client.post(add, {"name": "ops", "scopes": ["admin"], "admin_confirmed": "on"})
+    assert created.status_code == 200 and ApiKey.objects.get(name="ops").scopes == ["admin"]
+
+
 def test_job_counts_do_not_scan_the_table(admin_client, make_job, django_assert_max_num_queries):
     """A list page makes a fixed number of queries, none of them an unbounded COUNT."""
     for _ in range(3):

@@ -217,3 +217,18 @@ def test_with_the_cache_off_a_revocation_anywhere_counts_at_once(db, ojs):
     assert client.get("/ojs/v1/queues").status_code == 200
     ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
     assert client.get("/ojs/v1/queues").status_code == 401
+
+
+def test_an_expired_key_is_401_named_expired_and_logged_once(db, caplog):
+    key, secret = ApiKey.objects.issue("k", ["read"], expires_in=dt.timedelta(days=1))
+    ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    key_cache.forget()
+    client = OJSClient(secret)
+    with caplog.at_level("WARNING", logger="django_ojs.api"):
+        answers = [client.get("/ojs/v1/queues") for _ in range(2)]
+    assert [answer.status_code for answer in answers] == [401, 401]
+    assert all("expired at" in error_of(answer)["message"] for answer in answers)
+    logged = [record.getMessage() for record in caplog.records if "expired" in record.getMessage()]
+    assert logged == [f"API key {key.prefix}… (k) expired at {error_of(answers[0])['details']['expired_at']}: "
+                      "its requests are refused"]
+    assert ApiKey.objects.get(pk=key.pk).status(timezone.now()) == "expired"
