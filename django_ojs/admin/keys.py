@@ -8,6 +8,8 @@ Keys are revoked, not deleted, so the list keeps telling who had access.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -36,15 +38,15 @@ class ApiKeyCreationForm(forms.Form):
     scopes = forms.MultipleChoiceField(
         choices=[(scope, scope) for scope in SCOPES], widget=forms.CheckboxSelectMultiple, help_text=SCOPE_HELP
     )
-    admin_confirmed = forms.BooleanField(
-        required=False, label="I mean an admin key", help_text="Needed with the admin scope, which a service never needs."
-    )
     expires_in = forms.CharField(
         required=False, max_length=32, label="Expires in",
         help_text="e.g. 90d, 12h or P30D; requests with the key are refused from then on. Empty: never.",
     )
+    admin_confirmed = forms.BooleanField(
+        required=False, label="I mean an admin key", help_text="Needed with the admin scope, which a service never needs."
+    )
 
-    def clean_expires_in(self) -> object:
+    def clean_expires_in(self) -> dt.timedelta | None:
         text = self.cleaned_data["expires_in"].strip()
         try:
             return parse_lifetime(text) if text else None

@@ -232,3 +232,17 @@ def test_an_expired_key_is_401_named_expired_and_logged_once(db, caplog):
     assert logged == [f"API key {key.prefix}… (k) expired at {error_of(answers[0])['details']['expired_at']}: "
                       "its requests are refused"]
     assert ApiKey.objects.get(pk=key.pk).status(timezone.now()) == "expired"
+
+
+def test_keys_are_not_bound_to_the_jobs_they_made_or_fetched_but_a_lease_given_is(make_client):
+    """Decisions, "what a key may do to a job it did not make or claim": the binding's ACK names only the job."""
+    producer, other_producer = make_client("enqueue"), make_client("enqueue")
+    fleet, other_fleet = make_client("worker"), make_client("worker")
+    cancelled = producer.post("/ojs/v1/jobs", {"type": "a", "args": [], "options": {"queue": "q1"}}).json()["job"]
+    assert other_producer.delete(f"/ojs/v1/jobs/{cancelled['id']}").json()["job"]["state"] == "cancelled"
+
+    producer.post("/ojs/v1/jobs", {"type": "a", "args": [], "options": {"queue": "q2"}})
+    job = fleet.post("/ojs/v1/workers/fetch", {"queues": ["q2"], "worker_id": "w1"}).json()["job"]
+    foreign = other_fleet.post("/ojs/v1/workers/ack", {"job_id": job["id"], "worker_id": "w2", "attempt": job["attempt"]})
+    assert foreign.status_code == 409
+    assert other_fleet.post("/ojs/v1/workers/ack", {"job_id": job["id"]}).json()["state"] == "completed"

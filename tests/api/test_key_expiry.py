@@ -35,12 +35,15 @@ def test_an_expired_key_is_401_at_once_in_a_server_that_cached_it(transactional_
             lambda: (answer := client.send("GET", "/ojs/v1/queues"))[0] != 200 and answer,
             timeout=PATIENCE, what="the key's expiry",
         )
+        # The lean endpoints (api/plain_views.py) read the key as the DRF views do.
+        pushed = client.send("POST", "/ojs/v1/jobs", {"type": "a", "args": []})
     assert timezone.now() >= key.expires_at
     assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="ojs"'
     error = json.loads(body)["error"]
     assert error["code"] == "unauthenticated"
     assert error["message"] == f"API key {key.prefix}… expired at {error['details']['expired_at']}"
     assert error["details"] == {"expired_at": format_timestamp(key.expires_at)}
+    assert pushed[0] == 401 and json.loads(pushed[2])["error"]["message"] == error["message"]
 
 
 def test_a_key_with_a_lifetime_works_until_then(transactional_db):

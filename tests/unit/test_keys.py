@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 
 import pytest
 
-from django_ojs.keys import KEY_PREFIX, SCOPES, generate_key, grants, hash_key, normalise_scopes
+from django_ojs.keys import (
+    KEY_PREFIX,
+    SCOPES,
+    generate_key,
+    grants,
+    hash_key,
+    key_status,
+    normalise_scopes,
+    parse_lifetime,
+)
 
 OPERATIONS = ("read", "enqueue", "worker", "admin")
 # Which scopes each operation accepts (keys.py: admin allows everything, any scope reads).
@@ -59,3 +69,27 @@ def test_scopes_are_deduplicated_in_order():
 def test_unknown_or_missing_scopes_are_refused(scopes):
     with pytest.raises(ValueError):
         normalise_scopes(scopes)
+
+
+@pytest.mark.parametrize(
+    ("text", "lifetime"),
+    [("90d", dt.timedelta(days=90)), ("12h", dt.timedelta(hours=12)), ("P30D", dt.timedelta(days=30)),
+     ("PT90M", dt.timedelta(minutes=90)), ("1h30m", dt.timedelta(minutes=90))],
+)
+def test_a_lifetime_is_read_in_days_or_as_the_wire_reads_durations(text, lifetime):
+    assert parse_lifetime(text) == lifetime
+
+
+@pytest.mark.parametrize("text", ["0d", "0s", "PT0S", "-1d", "1w", "d", "", "90 days"])
+def test_a_lifetime_that_is_not_a_positive_duration_is_refused(text):
+    with pytest.raises(ValueError, match=repr(text)):
+        parse_lifetime(text)
+
+
+def test_a_key_is_active_until_its_end_and_revoked_wins_over_expired():
+    now = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
+    second = dt.timedelta(seconds=1)
+    assert key_status(None, None, now) == "active"
+    assert key_status(None, now + second, now) == "active"
+    assert key_status(None, now, now) == "expired"
+    assert key_status(now - second, now - second, now) == "revoked"
