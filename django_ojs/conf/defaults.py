@@ -18,7 +18,8 @@ DEFAULTS: dict[str, Any] = {
     "AUTH_REQUIRED": True,
     # How long a process trusts an API key it verified: a key revoked in
     # another process stops working within this many seconds (at once in the
-    # revoking process). `0`: a query per request.
+    # revoking process). A key's expiry is not delayed by it: every process
+    # refuses an expired key at once. `0`: a query per request.
     "API_KEY_CACHE_SECONDS": 5,
     # Content-Type of responses (binding §4.1). `"application/json"` serves the
     # official Python SDK, which only parses that (docs/explanation/decisions.md, "SDK compatibility").
