@@ -33,11 +33,21 @@ if TYPE_CHECKING:
     from .models import ApiKey
 
 KEY_PREFIX = "ojs_"
-# read: listings, statistics, events, metrics. enqueue: PUSH, CANCEL, ACTIVATE.
-# worker: FETCH, ACK, FAIL, BEAT. admin: everything, including the dead
-# letter's retry and purge, queue pause/resume and cron changes. Every key may
-# read one job, workflow, result or progress by its id (``read``).
-SCOPES = ("read", "enqueue", "worker", "admin")
+# What each scope allows, as the admin's form and the command's help say it. Every
+# key may also read one job, workflow, result or progress by its id (``read``).
+# Cancelling is a scope of its own, not part of ``enqueue``: ojs-security §7.5
+# gives cancel to operators and admins, not producers, and MUST be enforced; an
+# operator's key is read + cancel, a producer that must withdraw its jobs is
+# given enqueue + cancel on purpose.
+SCOPE_ALLOWS = {
+    "read": "listings, statistics, events, metrics",
+    "enqueue": "push, activate, signal, workflows",
+    "cancel": "cancel a job or a workflow",
+    "worker": "fetch, ack, fail, heartbeat",
+    "admin": "everything, including the dead letter's retry and purge, queue control and cron changes",
+}
+SCOPES = tuple(SCOPE_ALLOWS)
+SCOPES_EXPLAINED = "; ".join(f"{scope}: {allows}" for scope, allows in SCOPE_ALLOWS.items())
 # What listing and inspecting the system needs: the binding's lists (queues, the
 # dead letter, cron, rate limits), the event feed, the metrics and the admin API's
 # reads. Not a scope a key holds but a requirement, met by ``read`` or ``admin``
@@ -49,7 +59,8 @@ INSPECT = "read or admin"
 # Said wherever an admin key is made (the command, the admin's form), which never implies the scope.
 ADMIN_WARNING = (
     "An admin key may do every operation, including purging the dead letter, pausing queues, "
-    "changing cron and cancelling any job. Give it to operators only; services need read, enqueue or worker."
+    "changing cron and cancelling any job. Keep it for administrators: operators need read and cancel, "
+    "services enqueue or worker."
 )
 
 

@@ -21,22 +21,26 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..keys import ACTIVE, ADMIN_WARNING, EXPIRED, REVOKED, SCOPES, parse_lifetime, status_filter
+from ..keys import (
+    ACTIVE,
+    ADMIN_WARNING,
+    EXPIRED,
+    REVOKED,
+    SCOPES,
+    SCOPES_EXPLAINED,
+    parse_lifetime,
+    status_filter,
+)
 from ..models import ApiKey
 from .base import ConsoleAdmin
 from .display import moment, moment_field
 from .outcome import Outcome, apply_to_each
 
-SCOPE_HELP = (
-    "read: listings and statistics. enqueue: push, cancel, activate. "
-    "worker: fetch, ack, fail, heartbeat. admin: everything, including dead letter and queue control."
-)
-
 
 class ApiKeyCreationForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="Who or what will use the key, e.g. “billing service”.")
     scopes = forms.MultipleChoiceField(
-        choices=[(scope, scope) for scope in SCOPES], widget=forms.CheckboxSelectMultiple, help_text=SCOPE_HELP
+        choices=[(scope, scope) for scope in SCOPES], widget=forms.CheckboxSelectMultiple, help_text=SCOPES_EXPLAINED
     )
     expires_in = forms.CharField(
         required=False, max_length=32, label="Expires in",

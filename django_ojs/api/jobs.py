@@ -94,7 +94,7 @@ class BatchView(OJSView):
 
 
 class JobView(OJSView):
-    required_scope = {"GET": "read", "DELETE": "enqueue"}
+    required_scope = {"GET": "read", "DELETE": "cancel"}
 
     def get(self, request: Any, job_id: str) -> Response:
         job = find_job(job_id)

@@ -38,7 +38,7 @@ class WorkflowCreateView(OJSView):
 
 
 class WorkflowView(OJSView):
-    required_scope = {"GET": "read", "DELETE": "enqueue"}
+    required_scope = {"GET": "read", "DELETE": "cancel"}
 
     def get(self, request: Any, workflow_id: str) -> Response:
         workflow = Workflow.objects.filter(id=parse_workflow_ref(workflow_id)).first()

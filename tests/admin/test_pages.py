@@ -340,6 +340,15 @@ def test_api_key_secret_is_shown_once_and_never_stored(admin_client, db):
     assert key.prefix.encode() in listing.content and b"never" in listing.content
 
 
+def test_an_operators_key_reads_and_cancels_and_the_form_says_what_each_scope_allows(admin_client, db):
+    add = reverse("admin:django_ojs_apikey_add")
+    form = admin_client.get(add)
+    assert b'value="cancel"' in form.content and b"cancel: cancel a job or a workflow;" in form.content
+    assert b"enqueue: push, activate, signal, workflows;" in form.content
+    created = admin_client.post(add, {"name": "operators", "scopes": ["read", "cancel"]})
+    assert created.status_code == 200 and ApiKey.objects.get(name="operators").scopes == ["read", "cancel"]
+
+
 def test_api_key_form_says_what_is_missing(admin_client, db):
     page = admin_client.post(reverse("admin:django_ojs_apikey_add"), {"name": ""})
     assert page.status_code == 200 and b"This field is required." in page.content

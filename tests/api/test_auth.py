@@ -62,6 +62,13 @@ FORBIDDEN = [
     ("read", "post", "/ojs/v1/jobs", {"type": "a", "args": []}),
     ("read", "post", "/ojs/v1/jobs/batch", {"jobs": [{"type": "a", "args": []}]}),
     ("read", "delete", f"/ojs/v1/jobs/{UNKNOWN}", None),
+    ("enqueue", "delete", f"/ojs/v1/jobs/{UNKNOWN}", None),
+    ("worker", "delete", f"/ojs/v1/jobs/{UNKNOWN}", None),
+    ("enqueue", "delete", f"/ojs/v1/workflows/{UNKNOWN}", None),
+    ("cancel", "post", "/ojs/v1/jobs", {"type": "a", "args": []}),
+    ("cancel", "post", f"/ojs/v1/jobs/{UNKNOWN}/activate", {}),
+    ("cancel", "post", f"/ojs/v1/admin/jobs/{UNKNOWN}/cancel", {}),
+    ("cancel", "post", "/ojs/v1/admin/jobs/bulk/cancel", {"filter": {}, "confirm": True}),
     ("read", "post", "/ojs/v1/workers/nack", {"job_id": UNKNOWN}),
     ("admin", "post", "/ojs/v1/queues/Bad_Name/pause", None),  # admin passes auth: 400, not 403
 ]
@@ -235,14 +242,30 @@ def test_an_expired_key_is_401_named_expired_and_logged_once(db, caplog):
 
 
 def test_keys_are_not_bound_to_the_jobs_they_made_or_fetched_but_a_lease_given_is(make_client):
-    """Decisions, "what a key may do to a job it did not make or claim": the binding's ACK names only the job."""
-    producer, other_producer = make_client("enqueue"), make_client("enqueue")
+    """Decisions, "what a key may do to a job it did not make or claim": cancelling needs the scope, not the job's
+    producer; the binding's ACK names only the job."""
+    producer, withdrawing_producer = make_client("enqueue"), make_client("enqueue", "cancel")
     fleet, other_fleet = make_client("worker"), make_client("worker")
-    cancelled = producer.post("/ojs/v1/jobs", {"type": "a", "args": [], "options": {"queue": "q1"}}).json()["job"]
-    assert other_producer.delete(f"/ojs/v1/jobs/{cancelled['id']}").json()["job"]["state"] == "cancelled"
+    job = producer.post("/ojs/v1/jobs", {"type": "a", "args": [], "options": {"queue": "q1"}}).json()["job"]
+    assert producer.delete(f"/ojs/v1/jobs/{job['id']}").status_code == 403
+    assert withdrawing_producer.delete(f"/ojs/v1/jobs/{job['id']}").json()["job"]["state"] == "cancelled"
 
     producer.post("/ojs/v1/jobs", {"type": "a", "args": [], "options": {"queue": "q2"}})
     job = fleet.post("/ojs/v1/workers/fetch", {"queues": ["q2"], "worker_id": "w1"}).json()["job"]
     foreign = other_fleet.post("/ojs/v1/workers/ack", {"job_id": job["id"], "worker_id": "w2", "attempt": job["attempt"]})
     assert foreign.status_code == 409
     assert other_fleet.post("/ojs/v1/workers/ack", {"job_id": job["id"]}).json()["state"] == "completed"
+
+
+def test_a_producers_key_given_cancel_in_place_cancels_within_the_cache_time(make_client, ojs):
+    """Upgrading, "Cancelling needs the cancel scope": the scope added to the key, which keeps its secret."""
+    ojs(API_KEY_CACHE_SECONDS=0.5)
+    producer = make_client("enqueue")
+    job = producer.post("/ojs/v1/jobs", {"type": "a", "args": []}).json()["job"]
+    assert producer.delete(f"/ojs/v1/jobs/{job['id']}").status_code == 403
+    key = ApiKey.objects.get(name="test", revoked_at=None)
+    key.scopes = [*key.scopes, "cancel"]
+    key.save(update_fields=["scopes"])
+    wait_until(lambda: producer.delete(f"/ojs/v1/jobs/{job['id']}").status_code == 200, timeout=PATIENCE,
+               what="the added scope")
+    assert Job.objects.get(id=job["id"]).state == "cancelled"

@@ -18,11 +18,12 @@ from django_ojs.keys import (
     parse_lifetime,
 )
 
-OPERATIONS = ("read", "enqueue", "worker", "admin")
+OPERATIONS = ("read", "enqueue", "cancel", "worker", "admin")
 # Which scopes each operation accepts (keys.py: admin allows everything, any scope reads).
 ACCEPTED_BY = {
-    "read": {"read", "enqueue", "worker", "admin"},
+    "read": {"read", "enqueue", "cancel", "worker", "admin"},
     "enqueue": {"enqueue", "admin"},
+    "cancel": {"cancel", "admin"},
     "worker": {"worker", "admin"},
     "admin": {"admin"},
 }
@@ -37,6 +38,7 @@ def test_a_single_scope_grants_exactly_its_operations(held, required):
 def test_a_worker_key_cannot_administer_and_an_enqueue_key_cannot_fetch():
     assert not grants(["worker"], "admin")
     assert not grants(["enqueue"], "worker")
+    assert not grants(["enqueue"], "cancel")  # ojs-security §7.5: producers do not cancel
     assert not grants(["read"], "enqueue")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ...keys import ADMIN_WARNING, SCOPES, parse_lifetime
+from ...keys import ADMIN_WARNING, SCOPES, SCOPES_EXPLAINED, parse_lifetime
 from ...models import ApiKey
 from ...protocol.durations import format_timestamp
 
@@ -17,7 +17,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("name", help="who or what uses the key, e.g. 'billing-service'")
         parser.add_argument("--scope", action="append", choices=SCOPES, dest="scopes",
-                            help="repeatable; default: enqueue. 'admin' is never implied: name it to get it")
+                            help="repeatable; default: enqueue. 'admin' is never implied: name it to get it. "
+                            + SCOPES_EXPLAINED)
         parser.add_argument("--expires-in", dest="expires_in", metavar="DURATION",
                             help="refuse the key after this long, e.g. 90d, 12h, P30D; default: never")
         parser.add_argument("--quiet", action="store_true", help="print only the key (warnings still go to stderr)")
