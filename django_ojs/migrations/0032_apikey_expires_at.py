@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("django_ojs", "0028_worker_overrun_handlers"),
+        ("django_ojs", "0031_workflow_node_open_index"),
     ]
 
     operations = [
