@@ -14,14 +14,8 @@ from ..models import Job
 from ..observe.tracing import traced_push
 from ..protocol.envelope import check_batch_size, parse_batch, parse_job, parse_job_ref, render_job
 from ..protocol.errors import NotFound
-from ..protocol.retry import parse_policy
 from .base import AnsweringView, OJSView, Reply
 from .media import admit_items
-
-
-def default_retry():
-    """The project's default policy (``OJS["DEFAULT_RETRY"]``) over ojs-retry §8."""
-    return parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']")
 
 
 def job_location(job: Job) -> str:
@@ -52,7 +46,7 @@ class PushView(AnsweringView):
         spec = parse_job(
             body,
             default_queue=ojs_settings.DEFAULT_QUEUE,
-            default_retry=default_retry(),
+            default_retry=ojs_settings.retry_policy(),
             max_bytes=ojs_settings.MAX_ENVELOPE_BYTES,
             size=getattr(self, "body_size", None),
         )
@@ -79,7 +73,7 @@ class BatchView(OJSView):
             self.body(),
             max_jobs=ojs_settings.MAX_BATCH_SIZE,
             default_queue=ojs_settings.DEFAULT_QUEUE,
-            default_retry=default_retry(),
+            default_retry=ojs_settings.retry_policy(),
         )
         jobs = traced_push(specs, lambda: push_many(specs))
         entries = [render_pushed(job) for job in jobs]

@@ -16,6 +16,7 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from ..protocol.retry import RetryPolicy, parse_policy
 from .defaults import DEFAULTS
 from .rules import problems
 
@@ -45,6 +46,16 @@ class OJSSettings:
             self._cache[name] = value
         return self._cache[name]
 
+    def retry_policy(self) -> RetryPolicy:
+        """``DEFAULT_RETRY`` as a policy (ojs-retry §8): what a job gets whose envelope and handler
+        give none. Parsed once until the setting changes, not on every PUSH and enqueue."""
+        policy = self._cache.get(_RETRY_POLICY)
+        if policy is None:
+            policy = self._cache[_RETRY_POLICY] = parse_policy(
+                self.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"
+            )
+        return policy
+
     def unknown_keys(self) -> list[str]:
         return sorted(set(self._user_settings()) - set(self._defaults))
 
@@ -58,6 +69,8 @@ class OJSSettings:
         self._cache.clear()
 
 
+# Beside the settings in their cache, so it goes with them; no setting's name.
+_RETRY_POLICY = "(retry policy)"
 ojs_settings = OJSSettings(DEFAULTS)
 
 

@@ -24,7 +24,6 @@ from ..protocol.cron_jobs import CronSpec
 from ..protocol.durations import format_timestamp
 from ..protocol.envelope import JobSpec, parse_job
 from ..protocol.errors import Conflict, NotFound, OJSError
-from ..protocol.retry import parse_policy
 from ..protocol.states import TERMINAL
 from . import events, maintenance_mode
 from .clock import TxNow, db_now
@@ -231,7 +230,7 @@ def _job_spec(cron: CronJob, occurrence: dt.datetime) -> JobSpec:
         cron.job_template,
         path="job_template.",
         default_queue=ojs_settings.DEFAULT_QUEUE,
-        default_retry=parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+        default_retry=ojs_settings.retry_policy(),
     )
     spec.cron_name = cron.name
     # ojs-cron §6.3: the triggered job names its schedule in its metadata.

@@ -41,7 +41,6 @@ from ..models import Job, Workflow, WorkflowNode
 from ..protocol.durations import to_millis
 from ..protocol.envelope import parse_job
 from ..protocol.errors import InvalidRequest, InvalidTransition, NotFound, OJSError
-from ..protocol.retry import parse_policy
 from ..protocol.states import TERMINAL, JobState
 from ..protocol.workflows import (
     CALLBACKS,
@@ -82,7 +81,7 @@ def job_options() -> dict[str, Any]:
     """How the jobs of a workflow are parsed: the same defaults as a PUSH."""
     return {
         "default_queue": ojs_settings.DEFAULT_QUEUE,
-        "default_retry": parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+        "default_retry": ojs_settings.retry_policy(),
         "max_bytes": ojs_settings.MAX_ENVELOPE_BYTES,
     }
 

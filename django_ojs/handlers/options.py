@@ -18,7 +18,7 @@ from ..conf import ojs_settings
 from ..protocol.durations import format_duration, format_timestamp
 from ..protocol.envelope import JobSpec, parse_job
 from ..protocol.errors import InvalidRequest, OJSError
-from ..protocol.retry import RetryPolicy, parse_policy
+from ..protocol.retry import RetryPolicy
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -100,7 +100,7 @@ class Defaults:
     def from_settings(cls) -> Defaults:
         return cls(
             queue=ojs_settings.DEFAULT_QUEUE,
-            retry=parse_policy(ojs_settings.DEFAULT_RETRY or None, field="OJS['DEFAULT_RETRY']"),
+            retry=ojs_settings.retry_policy(),
         )
 
 
