@@ -143,3 +143,29 @@ def test_prepared_statements_read_timestamps_exactly_as_the_orm_does(spec, fresh
             compared += 1
     assert compared >= 4  # created, enqueued, started, lease and deadline at least
     assert pushed.created_at.tzinfo is read.created_at.tzinfo
+
+
+def test_a_session_makes_its_preparing_cursor_once_and_lends_it_to_one_with_at_a_time(fresh_session):
+    """Made once per session, not per statement; a ``with`` inside another gets a cursor of its own,
+    so neither's results are the other's; a new session, or a new time zone, gets a new one."""
+    from django_ojs.core.pg import prepared
+
+    def raw_cursor_of(statement: str, *params) -> tuple[object, list]:
+        with prepared.cursor(connection) as cursor:
+            cursor.execute(statement, list(params))
+            return cursor.cursor, cursor.fetchall()
+
+    first, rows = raw_cursor_of("SELECT %s::int", 1)
+    again, rows_again = raw_cursor_of("SELECT %s::int + 1", 1)
+    assert again is first
+    assert (rows, rows_again) == ([(1,)], [(2,)])
+    with prepared.cursor(connection) as outer:
+        outer.execute("SELECT generate_series(1, %s)", [3])
+        inner, inner_rows = raw_cursor_of("SELECT %s::text", "inner")
+        assert inner is not outer.cursor is first
+        assert (outer.fetchall(), inner_rows) == ([(1,), (2,), (3,)], [("inner",)])
+    assert raw_cursor_of("SELECT 1")[0] is first
+    with override_settings(USE_TZ=False):  # timestamps read naive: a cursor with other loaders
+        assert raw_cursor_of("SELECT 1")[0] is not first
+    connection.close()
+    assert raw_cursor_of("SELECT 1")[0] is not first
