@@ -69,8 +69,7 @@ def enqueue_many(jobs: Iterable[Mapping[str, Any]]) -> list[Job | None]:
     invalid input, or raised by a middleware -- stores none of them.
     """
     defaults = Defaults.from_settings()
-    parsed: dict[Any, JobSpec] = {}
-    specs = [_spec(item, index, defaults, parsed) for index, item in enumerate(jobs)]
+    specs = [_spec(item, index, defaults) for index, item in enumerate(jobs)]
     if not specs:
         return []
     # Fixed before the middleware run: they see it and may not change it (§3.5).
@@ -99,24 +98,36 @@ def _push(specs: list[JobSpec]) -> list[Job | None]:
     return stored
 
 
-def _spec(item: Mapping[str, Any], index: int, defaults: Defaults, parsed: dict[Any, JobSpec]) -> JobSpec:
-    """The item's spec; ``parsed`` keeps the batch's specs by type and options, to parse each kind once."""
+def _spec(item: Mapping[str, Any], index: int, defaults: Defaults) -> JobSpec:
+    """The item's spec: parsed, or copied with its args from the spec of an earlier job of the same
+    kind (``_kind``), parsed with the same handler options and defaults (``_parsed``)."""
     if not isinstance(item, Mapping) or "type" not in item:
         raise InvalidRequest(f"jobs[{index}] must be a mapping with a 'type'", field=f"jobs[{index}]")
     options = dict(item)
     job_type = options.pop("type")
     args = options.pop("args", ())
     key = _kind(job_type, options)
-    template = parsed.get(key) if key is not None else None
-    if template is not None:
-        spec = with_args(template, wire_args(args))
-    else:
-        merged = {**registry.defaults(job_type), **options}
-        spec = job_body(job_type, args, merged, defaults=defaults)
-        if key is not None and spec.id is None and spec.unique is None:
-            parsed[key] = spec
-            spec = with_args(spec, spec.args)  # the template stays as parsed
+    handler_options = registry.defaults(job_type)
+    known = _parsed.get(key) if key is not None else None
+    if known is not None and known[0] is handler_options and known[1] == defaults:
+        return with_args(known[2], wire_args(args))
+    spec = job_body(job_type, args, {**handler_options, **options}, defaults=defaults)
+    if key is not None and spec.id is None and spec.unique is None:
+        if len(_parsed) >= _PARSED_KINDS:
+            _parsed.clear()
+        _parsed[key] = (handler_options, defaults, spec)
+        spec = with_args(spec, spec.args)  # the template stays as parsed
     return spec
+
+
+# The specs parsed so far, one per kind of job (``_kind``), with the handler's options and the
+# project's defaults they were parsed with: a later job of the kind is a copy with its own args,
+# whether it comes in the same batch or in the next ``enqueue``. What ``parse_job`` decides
+# depends on nothing else (no clock, no setting); a registered handler's options and the
+# defaults are checked on every use, so a changed setting or handler parses anew.
+_parsed: dict[Any, tuple[Mapping[str, Any], Defaults, JobSpec]] = {}
+# Kinds kept at most: a process enqueues a few kinds of job; past this it starts over.
+_PARSED_KINDS = 512
 
 
 # Option values a batch's jobs may share a parse for: compared with their

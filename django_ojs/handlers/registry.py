@@ -19,6 +19,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
@@ -28,6 +29,10 @@ from ..protocol.cron_jobs import CodeScheduleError, CronSpec, schedule_from_sett
 from ..protocol.envelope import TYPE_PATTERN
 from .options import job_body
 from .schedules import SCHEDULE_KEYWORDS, schedule_from_handler
+
+# A type without a handler has no options: one read-only mapping, the same every time (the
+# producer's parsed specs are kept while a type's options are the same object).
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -211,7 +216,7 @@ class HandlerRegistry:
 
     def defaults(self, job_type: str) -> Mapping[str, Any]:
         handler = self._handlers.get(job_type)
-        return handler.options if handler else {}
+        return handler.options if handler else _NO_OPTIONS
 
     def types(self) -> list[str]:
         return sorted(self._handlers)

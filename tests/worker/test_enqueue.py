@@ -151,3 +151,36 @@ def test_using_sets_options_and_keywords_fill_positions():
         from django_ojs.handlers.registry import registry
 
         registry.unregister("probe.typed")
+
+
+@pytest.mark.django_db
+def test_a_kind_of_job_is_parsed_once_across_enqueues_and_anew_when_its_defaults_change(monkeypatch):
+    """The second ``enqueue`` of a kind (type and simple options) copies the first's parsed spec
+    with its own args; a changed ``OJS`` setting or handler parses anew."""
+    from django.test import override_settings
+
+    from django_ojs.handlers import options
+    from django_ojs.handlers.registry import registry
+
+    parsed: list[str] = []
+    parse_job = options.parse_job
+    monkeypatch.setattr(options, "parse_job", lambda body, **kwargs: parsed.append(body["type"]) or parse_job(
+        body, **kwargs))
+    kind = {"queue": "parsed-once", "priority": -37}
+    first = django_ojs.enqueue("probe.record", [1], **kind)
+    second = django_ojs.enqueue("probe.record", [2], **kind)
+    assert parsed == ["probe.record"]
+    assert [(job.args, job.queue, job.priority) for job in (first, second)] == [
+        ([1], "parsed-once", -37), ([2], "parsed-once", -37)]
+    assert first.id != second.id
+    with override_settings(OJS={"DEFAULT_RETRY": {"max_attempts": 9}}):
+        assert django_ojs.enqueue("probe.record", [3], **kind).max_attempts == 9
+    assert django_ojs.enqueue("probe.record", [4], **kind).max_attempts != 9
+    assert parsed == ["probe.record"] * 3
+
+    for queue in ("first-handler", "second-handler"):
+        django_ojs.job("probe.kind-of-handler", queue=queue)(lambda ctx: None)
+        try:
+            assert django_ojs.enqueue("probe.kind-of-handler", [0]).queue == queue
+        finally:
+            registry.unregister("probe.kind-of-handler")
