@@ -98,9 +98,10 @@ def _made_cursor(connection: Any, session: Any) -> Any:
 class _Lent:
     """A session's preparing cursor, kept on Django's connection and lent to one ``with`` at a time.
 
-    Made, a cursor costs a single PUSH or enqueue some 5 % of its CPU: psycopg's
-    cursor and its copy of the adapters, the time zone's loader registered on
-    it, Django's wrapper. Kept for the session it was made on, in the time zone
+    Made per statement, a cursor was 5 % of a single PUSH's instructions and 9 %
+    of an ``enqueue``'s (callgrind, tests/bench/revisions.py): psycopg's cursor and
+    its copy of the adapters, the time zone's loader registered on it, Django's
+    wrapper. Kept for the session it was made on, in the time zone
     and the query logging it was made for; after each ``with`` its results are
     freed, as closing it would.
     """
