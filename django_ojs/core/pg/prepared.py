@@ -126,7 +126,14 @@ class _Lent:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.busy = False
-        self.wrapper.cursor._reset()
+        # psycopg's own way to drop a cursor's results without closing it (3.1 to 3.3
+        # have it). It is not public: a psycopg without it gets the cursor closed, as
+        # before, and the next ``with`` a new one (``fits`` sees it closed).
+        reset = getattr(self.wrapper.cursor, "_reset", None)
+        if reset is None:
+            self.wrapper.cursor.close()
+        else:
+            reset()
 
 
 def _plan_once(session: Any, *, again: bool = False) -> None:
