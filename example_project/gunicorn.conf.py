@@ -74,6 +74,37 @@ timeout = 30
 # sleep).
 graceful_timeout = 30
 
+
+# A stopping process refuses new connections rather than queueing them to be reset.
+# gunicorn's master closes its listening socket first, but the socket stays open as
+# long as a process holds it, and a process holds it until it exits: through its
+# graceful stop, and through its 2 s linger for kept-alive connections, whose
+# clients are then told "Connection: close" and connect again. The kernel queues
+# each new connection meanwhile, the client sends its request into the queue, and
+# when the last process exits the kernel resets every queued one: "connection
+# reset" for a request the server never read, which a client cannot tell from one
+# the server died serving (was the PUSH stored? retry, and it may be stored twice).
+# Closed as soon as the process stops accepting, a new connection is refused, which
+# every client knows it may retry, while the requests held are answered as before
+# (only a connection queued in the instant between the last accept and the close is
+# still reset).
+# On a HUP, USR2 or scale-down the master and the other processes still hold the
+# socket, so it goes on accepting there. Only the gthread worker (above) has this
+# step; another worker class is left as gunicorn made it.
+def post_worker_init(worker) -> None:
+    """Close the process's listening sockets when it stops accepting to stop."""
+    stop_accepting = getattr(worker, "set_accept_enabled", None)
+    if stop_accepting is None:
+        return
+
+    def set_accept_enabled(enabled: bool) -> None:
+        stop_accepting(enabled)
+        if not enabled and not worker.alive:
+            for listener in worker.sockets:
+                listener.close()
+
+    worker.set_accept_enabled = set_accept_enabled
+
 # The longest request line gunicorn reads (its maximum; its default is 4094 bytes): the
 # admin API's job searches (up to 1,000 characters, each up to 6 bytes once
 # percent-encoded) and cursors make longer URLs, and gunicorn refuses a longer line

@@ -29,8 +29,10 @@ START_BOUND = 180
 class Wire:
     """A client of one running server, with an API key."""
 
-    def __init__(self, port: int, key: str):
+    def __init__(self, port: int, key: str, server: subprocess.Popen | None = None):
         self.port, self.key = port, key
+        # gunicorn's master process, for the tests that signal it.
+        self.server = server
         self.base = f"http://127.0.0.1:{port}"
 
     def raw(self, data: bytes, *, timeout: float = 60) -> bytes:
@@ -80,7 +82,7 @@ def serving(key: str, *, workers: int = 1, threads: int = 1, database: str | Non
         [str(GUNICORN), *how, "--bind", f"127.0.0.1:{port}", "example_project.wsgi:application"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
-    client = Wire(port, key)
+    client = Wire(port, key, server)
     try:
         deadline = time.monotonic() + START_BOUND
         while True:
