@@ -32,7 +32,9 @@ def limit_headers(report: limits.LimitReport) -> dict[str, str]:
         headers["X-RateLimit-Limit"] = str(report.limit)
     if report.reset_at is not None:
         headers["X-RateLimit-Reset"] = str(math.ceil(report.reset_at.timestamp()))
-        headers["Retry-After"] = f"{report.seconds_to_wait(0.0):.3f}"
+        # Whole seconds, rounded up: HTTP's delay-seconds (RFC 9110 §10.2.3) has no fraction, and
+        # typed clients' parsers refuse one (decisions.md).
+        headers["Retry-After"] = str(math.ceil(report.seconds_to_wait(0.0)))
     return headers
 
 
