@@ -207,10 +207,10 @@ def _busy_hint() -> str:
     return "Retry the request; another writer held SQLite's lock past the busy timeout (OPTIONS 'timeout')."
 
 
-def json_error(code: str, message: str, status: int) -> JsonResponse:
+def json_error(code: str, message: str, status: int, *, hint: str | None = None) -> JsonResponse:
     """An error for paths no view answers (unknown URLs under /ojs/)."""
     request_id = new_request_id()
-    response = JsonResponse(error_body(code, message, request_id), status=status)
+    response = JsonResponse(error_body(code, message, request_id, hint=hint), status=status)
     response["Content-Type"] = ojs_settings.RESPONSE_MEDIA_TYPE
     response["OJS-Version"] = OJS_VERSION
     response["X-Request-Id"] = request_id

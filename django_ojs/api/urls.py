@@ -21,10 +21,14 @@ from .admin import urls as admin_urls
 from .errors import json_error
 from .plain_views import LeanPost
 
+UNKNOWN_ENDPOINT_HINT = ("No endpoint has this path: compare it with the OJS HTTP binding's endpoint list; "
+                         "paths end without a slash (/ojs/v1/jobs, not /ojs/v1/jobs/).")
+
 
 @csrf_exempt
 def unknown_endpoint(request, *args, **kwargs):
-    return json_error("not_found", f"no OJS endpoint at {request.path}", 404)
+    # not_found's own hint speaks of ids and retention: here the path itself is wrong.
+    return json_error("not_found", f"no OJS endpoint at {request.path}", 404, hint=UNKNOWN_ENDPOINT_HINT)
 
 
 urlpatterns = [
