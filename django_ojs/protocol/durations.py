@@ -165,15 +165,17 @@ def format_timestamp(value: dt.datetime | None) -> str | None: ...
 
 
 def format_timestamp(value: dt.datetime | None) -> str | None:
-    """RFC 3339 in UTC with ``Z``; milliseconds only when the time has them."""
+    """RFC 3339 in UTC with ``Z`` and always three digits of milliseconds (binding §6.3's form).
+
+    One pattern for every time the server writes: typed clients parse with a fixed one
+    (``.SSS``), and a time on a whole second (a cron's next run) would fail it without ``.000``.
+    """
     if value is None:
         return None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     value = value.astimezone(UTC)
-    millis = value.microsecond // 1000
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{base}.{millis:03d}Z" if millis else f"{base}Z"
+    return f"{value.strftime('%Y-%m-%dT%H:%M:%S')}.{value.microsecond // 1000:03d}Z"
 
 
 def to_millis(delta: dt.timedelta) -> int:

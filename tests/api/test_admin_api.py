@@ -22,6 +22,7 @@ from django_ojs.core.clock import db_now
 from django_ojs.core.history import HOUR, MINUTE, hour_floor, minute_floor
 from django_ojs.core.stats import state_counts
 from django_ojs.models import Event, Job, JobError, Queue, StatsBucket, Worker, Workflow
+from django_ojs.protocol.durations import format_timestamp
 from django_ojs.protocol.failure import Failure
 from tests.conftest import MEDIA_TYPE
 from tests.helpers import ago, history_running_since, reload, row_held
@@ -508,7 +509,7 @@ def test_history_answers_what_the_overview_chart_draws(api, push):
 
     since = (minute - dt.timedelta(minutes=2)).isoformat().replace("+00:00", "Z")
     body = api.get(f"{ADMIN}/stats/history?period=1m&since={since}").json()
-    point = next(point for point in body["data"] if point["timestamp"] == minute.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    point = next(point for point in body["data"] if point["timestamp"] == format_timestamp(minute))
     assert point == {"timestamp": point["timestamp"], "processed": 7, "failed": 2, "enqueued": 9, "retried": 0,
                      "cancelled": 0}
     assert body["period"] == "1m" and body["counted_through"] is not None
@@ -553,7 +554,7 @@ def test_a_day_of_minutes_and_thirty_days_of_hours_by_queue_and_transition_as_th
     assert len(day["data"]) >= 24 * 60 and None not in {point["processed"] for point in day["data"][:-2]}
     completed = {point["timestamp"]: point["processed"] for point in day["data"] if point["processed"]}
     recent = [at for at in finished["mail"] if at >= minute_floor(now - dt.timedelta(hours=24))]
-    assert completed == {at.strftime("%Y-%m-%dT%H:%M:%SZ"): 1 for at in recent}
+    assert completed == {format_timestamp(at): 1 for at in recent}
     enqueued = {point["timestamp"]: point["enqueued"] for point in day["data"] if point["enqueued"]}
     assert enqueued == completed  # each job's events were set to the minute it finished
 
@@ -561,7 +562,7 @@ def test_a_day_of_minutes_and_thirty_days_of_hours_by_queue_and_transition_as_th
     assert len(month["data"]) >= 30 * 24 and month["data"][0]["processed"] == 4  # the hours of earlier days
     by_hour = {point["timestamp"]: point["processed"] for point in month["data"]}
     for at in finished["mail"] + finished["sms"]:  # each of the last two days' hours: its one job
-        assert by_hour[hour_floor(at).strftime("%Y-%m-%dT%H:%M:%SZ")] == 1
+        assert by_hour[format_timestamp(hour_floor(at))] == 1
     sms = read(f"period=1d&since={stamp(now - dt.timedelta(days=29))}&queue=sms")
     assert sum(point["processed"] or 0 for point in sms["data"]) == len(finished["sms"])
     assert not StatsBucket.objects.filter(span=MINUTE, start__lt=now - dt.timedelta(days=2)).exists()

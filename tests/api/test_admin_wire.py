@@ -19,6 +19,7 @@ from django_ojs.core import maintenance_mode
 from django_ojs.core.clock import db_now
 from django_ojs.core.history import MINUTE, minute_floor
 from django_ojs.models import ApiKey, Job, Queue, StatsBucket, Worker
+from django_ojs.protocol.durations import format_timestamp
 from django_ojs.protocol.failure import Failure
 from tests.api.gunicorn import serving
 from tests.api.test_fuzz import snapshot
@@ -234,7 +235,7 @@ def test_statistics_and_their_history_on_the_wire(wire, spec):
     since = (minute - dt.timedelta(minutes=1)).isoformat()
     status, _, found = call(wire, "GET", f"{ADMIN}/stats/history?period=1m&since={since.replace('+', '%2B')}")
     assert status == 200 and found["data"][1] == {
-        "timestamp": minute.strftime("%Y-%m-%dT%H:%M:%SZ"), "processed": 12, "failed": 0, "enqueued": 0,
+        "timestamp": format_timestamp(minute), "processed": 12, "failed": 0, "enqueued": 0,
         "retried": 0, "cancelled": 0}
 
 

@@ -59,7 +59,7 @@ def test_push_with_a_future_time_is_scheduled_and_echoes_it_verbatim(api):
         "delay_until": "2099-12-31T23:59:59+02:00", "expires_at": "2100-01-01T00:00:00Z"}}).json()["job"]
     assert job["state"] == "scheduled"
     assert (job["scheduled_at"], job["expires_at"]) == ("2099-12-31T23:59:59+02:00", "2100-01-01T00:00:00Z")
-    assert job["run_at"] == "2099-12-31T21:59:59Z"
+    assert job["run_at"] == "2099-12-31T21:59:59.000Z"
 
 
 def test_push_with_pending_waits_for_activation(api):

@@ -72,7 +72,7 @@ def test_rate_limits_are_listed_inspected_and_overridden(api):
 
     put = api.put("/ojs/v1/rate-limits/stripe-api", {"concurrency": 0, "expires_at": "2099-01-01T00:00:00Z"})
     assert put.status_code == 200 and put.json()["concurrency"]["limit"] == 0
-    assert put.json()["override"]["expires_at"] == "2099-01-01T00:00:00Z"
+    assert put.json()["override"]["expires_at"] == "2099-01-01T00:00:00.000Z"
     assert api.post("/ojs/v1/workers/fetch", {"queues": ["s"]}).json()["jobs"] == []  # paused by the override
     assert api.delete("/ojs/v1/rate-limits/stripe-api").status_code == 200
     assert len(api.post("/ojs/v1/workers/fetch", {"queues": ["s"]}).json()["jobs"]) == 1

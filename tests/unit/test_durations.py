@@ -115,14 +115,14 @@ def test_relative_timestamps_can_be_refused():
 
 
 @pytest.mark.parametrize(("value", "text"), [
-    (dt.datetime(2026, 2, 12, 10, 30, tzinfo=UTC), "2026-02-12T10:30:00Z"),
+    (dt.datetime(2026, 2, 12, 10, 30, tzinfo=UTC), "2026-02-12T10:30:00.000Z"),
     (dt.datetime(2026, 2, 12, 10, 30, 0, 123456, tzinfo=UTC), "2026-02-12T10:30:00.123Z"),
-    (dt.datetime(2026, 2, 12, 10, 30, 0, 999, tzinfo=UTC), "2026-02-12T10:30:00Z"),
-    (dt.datetime(2026, 2, 12, 12, 30, tzinfo=dt.timezone(td(hours=2))), "2026-02-12T10:30:00Z"),
-    (dt.datetime(2026, 2, 12, 10, 30), "2026-02-12T10:30:00Z"),
+    (dt.datetime(2026, 2, 12, 10, 30, 0, 999, tzinfo=UTC), "2026-02-12T10:30:00.000Z"),
+    (dt.datetime(2026, 2, 12, 12, 30, tzinfo=dt.timezone(td(hours=2))), "2026-02-12T10:30:00.000Z"),
+    (dt.datetime(2026, 2, 12, 10, 30), "2026-02-12T10:30:00.000Z"),
     (None, None),
 ])
-def test_timestamps_are_rendered_in_utc_with_z_and_milliseconds_when_present(value, text):
+def test_timestamps_are_rendered_in_utc_with_z_and_always_milliseconds(value, text):
     assert format_timestamp(value) == text
 
 

@@ -426,8 +426,8 @@ def test_render_emits_the_core_envelope_and_omits_absent_attributes():
         "max_attempts": 3,
         "retry": DEFAULT_POLICY.to_dict(),
         "visibility_timeout_ms": 1800000,
-        "created_at": "2026-02-12T10:30:00Z",
-        "enqueued_at": "2026-02-12T10:30:00Z",
+        "created_at": "2026-02-12T10:30:00.000Z",
+        "enqueued_at": "2026-02-12T10:30:00.000Z",
     }
 
 
@@ -446,8 +446,8 @@ def test_render_echoes_client_timestamps_verbatim():
         given_times={"scheduled_at": "2099-12-31T23:59:59+02:00"},
     ))
     assert out["scheduled_at"] == "2099-12-31T23:59:59+02:00"
-    assert out["expires_at"] == "2099-12-31T21:59:59Z"
-    assert out["run_at"] == "2099-12-31T21:59:59Z"
+    assert out["expires_at"] == "2099-12-31T21:59:59.000Z"
+    assert out["run_at"] == "2099-12-31T21:59:59.000Z"
 
 
 def test_render_a_retryable_job_names_its_next_attempt_both_ways():
@@ -463,14 +463,14 @@ def test_render_an_active_job_shows_its_reservation():
     out = render_job(stored(state="active", attempt=1, worker_id="w1", started_at=at, lease_expires_at=at,
                             deadline_at=at))
     assert (out["worker_id"], out["visibility_deadline"], out["deadline_at"], out["started_at"]) == (
-        "w1", "2026-02-12T11:00:00Z", "2026-02-12T11:00:00Z", "2026-02-12T11:00:00Z")
+        "w1", "2026-02-12T11:00:00.000Z", "2026-02-12T11:00:00.000Z", "2026-02-12T11:00:00.000Z")
 
 
 @pytest.mark.parametrize(("state", "name"), [("cancelled", "cancelled_at"), ("discarded", "discarded_at")])
 def test_render_a_finished_job_names_when_it_finished(state, name):
     at = dt.datetime(2026, 2, 12, 11, 0, tzinfo=UTC)
     out = render_job(stored(state=state, finished_at=at, worker_id="w1"))
-    assert out[name] == "2026-02-12T11:00:00Z"
+    assert out[name] == "2026-02-12T11:00:00.000Z"
     assert "worker_id" not in out
     assert ("dead_letter" in out) is (state == "discarded")
 

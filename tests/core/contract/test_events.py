@@ -26,7 +26,7 @@ def test_a_job_records_job_enqueued_each_time_it_enters_available(push, claim):
     """ojs-events §3.1: job.enqueued marks entry into ``available``, whatever the way in."""
     scheduled = push(scheduled_at="2999-01-01T00:00:00Z")
     assert event_types(scheduled) == ["job.scheduled"]
-    assert data_of(scheduled, "job.scheduled")["scheduled_at"] == "2999-01-01T00:00:00Z"
+    assert data_of(scheduled, "job.scheduled")["scheduled_at"] == "2999-01-01T00:00:00.000Z"
     update(scheduled, run_at=ago(seconds=1))
     Job.objects.promote_due(10)
     assert event_types(scheduled) == ["job.scheduled", "job.enqueued"]
@@ -88,7 +88,7 @@ def test_expiry_records_job_expired(push):
     job = push(expires_at="2001-01-01T00:00:00Z")
     assert Job.objects.expire_overdue(10) == 1
     assert event_types(job) == ["job.enqueued", "job.expired"]
-    assert data_of(job, "job.expired")["expired_at"] == "2001-01-01T00:00:00Z"
+    assert data_of(job, "job.expired")["expired_at"] == "2001-01-01T00:00:00.000Z"
 
 
 def test_queue_and_worker_moves_are_recorded(db):
