@@ -43,7 +43,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     # check: each command must exist with the options given (manage.py's own parsers, tox.ini,
     # pyproject's extras, the HTTP API's routes); run: executed by bash (the tutorial);
     # background: started, and must stop cleanly on SIGTERM when the page ends (the tutorial);
-    # with restart, the process of the same command started before is stopped first.
+    # with restart, the process of the same command started before is stopped first; with
+    # http-error, a run block's curl may get an HTTP error the page explains (not a failure).
     "sh": ("check", "run", "background", "skip"),
     "yaml": ("check", "skip"),
     # response: the reply of the HTTP request the shell block above it sends, compared by shape
@@ -55,7 +56,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     # output: on a page followed step by step, what the run block above it prints (``...`` elides).
     "text": ("text", "output"),
 }
-FLAGS = {"continues", "append", "restart"}
+FLAGS = {"continues", "append", "restart", "http-error"}
 
 
 class SampleError(Exception):

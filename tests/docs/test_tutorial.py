@@ -5,7 +5,8 @@ project of the first, are followed in order in one temporary directory, with
 this environment's Python (where django-ojs is installed) first on the PATH:
 their ``file=`` blocks are written (or appended, ``append``) to the project,
 their ``run`` shell blocks run with bash (``set -e``: a failing command fails
-the test; curl fails on an HTTP error, through a .curlrc), and an ``output``
+the test; curl fails on an HTTP error, through a .curlrc, but in a block
+flagged ``http-error``, whose page says the answer may be one), and an ``output``
 block after one must be what it printed (``...`` elides). ``background``
 blocks start the worker, the reaper and the development server, which must
 still be running at the end and stop cleanly on SIGTERM (the django-ojs
@@ -91,6 +92,8 @@ class Workspace:
         self.state = directory / ".tutorial-state.sh"
         self.state.write_text("")
         (directory / ".curlrc").write_text("fail-with-body\nshow-error\n")
+        self.plain_curl = directory / ".curl-plain"  # no .curlrc: an HTTP error is an answer
+        self.plain_curl.mkdir()
         self.env = {
             key: value for key, value in os.environ.items()
             if not key.startswith(("DJANGO_", "OJS_")) and key not in ("DATABASE_URL", "PYTHONPATH")
@@ -123,9 +126,12 @@ class Workspace:
         script = self.local(sample.code)
         keep = sorted(set(ASSIGNMENT.findall(sample.prelude + "\n" + sample.code)))
         saved = f"declare -p {' '.join(keep)} >> {self.state}\n" if keep else ""
+        env = self.env
+        if "http-error" in sample.flags:  # the page says its answer may be an error: curl as a reader runs it
+            env = {**env, "CURL_HOME": str(self.plain_curl)}
         done = subprocess.run(
             ["bash", "-c", f"set -e -o pipefail\nsource {self.state}\n{prelude}{script}\n{saved}"],
-            cwd=self.directory, env=self.env, capture_output=True, text=True, timeout=300,
+            cwd=self.directory, env=env, capture_output=True, text=True, timeout=300,
         )
         assert done.returncode == 0, f"{sample.id} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
         self.printed = done.stdout
