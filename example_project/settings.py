@@ -101,6 +101,7 @@ OJS = {
     "RESULT_WAITS": env.int("OJS_RESULT_WAITS", default=1),
     "RESULT_WAIT_MAX_SECONDS": env.float("OJS_RESULT_WAIT_MAX_SECONDS", default=50.0),
     "API_KEY_CACHE_SECONDS": env.float("OJS_API_KEY_CACHE_SECONDS", default=5.0),
+    "CORS_ALLOWED_ORIGINS": env.list("OJS_CORS_ALLOWED_ORIGINS", default=[]),
 }
 
 LOGGING = {

@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from . import (
+    cors,
     cron,
     dead_letter,
     durable,
@@ -82,3 +83,5 @@ urlpatterns = [
     # Every other path, newlines and odd bytes included ("^.*$" misses "\n").
     re_path(r"", unknown_endpoint),
 ]
+# CORS (binding §20), on every route above and the admin API's: api/cors.py.
+urlpatterns = cors.served_cross_origin(urlpatterns)

@@ -44,6 +44,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAGE_SIZE": 200,
     # The `docs_url` of error bodies: the binding's error-handling section.
     "DOCS_URL": "https://openjobspec.org/spec/v1/ojs-http-binding#16-error-handling",
+    # Origins of browser dashboards allowed to call the API cross-origin
+    # (binding §20), each as the browser sends it: `"https://dash.example.com"`
+    # (scheme, host, port if not the default; no path). Their preflights are
+    # answered without a key and their responses carry CORS headers; other
+    # origins get none. `[]`: no CORS. `"*"` is refused: every endpoint but
+    # health and the manifest needs a key ([Serving](../how-to/serving.md#browser-dashboards-cors)).
+    "CORS_ALLOWED_ORIGINS": [],
     # -- Jobs ---------------------------------------------------------------
     # The queue of a job that names none (and whose handler names none).
     "DEFAULT_QUEUE": "default",

@@ -10,6 +10,7 @@ deploy, not run with a silently different number.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,20 @@ def queue_name(value: Any) -> str | None:
     if isinstance(value, str) and len(value) <= MAX_QUEUE_LENGTH and QUEUE_PATTERN.fullmatch(value):
         return None
     return "must be a queue name (lowercase letters, digits, '-' and '.')"
+
+
+# scheme://host[:port], as a browser's Origin header: no path, no trailing slash, no wildcard.
+_ORIGIN = re.compile(r"https?://[^/\s*?#@]+")
+
+
+@rule("origin", plural="origins")
+def origin(value: Any) -> str | None:
+    if value == "*":
+        return ("must not be '*': every endpoint but health and the manifest needs an API key, and the binding "
+                "(§20.3) forbids a wildcard origin on authenticated endpoints; name each dashboard's origin")
+    if isinstance(value, str) and _ORIGIN.fullmatch(value):
+        return None
+    return f"must be an origin such as 'https://dash.example.com' (scheme, host, port; no path), not {value!r}"
 
 
 def count(minimum: int = 1) -> Rule:
@@ -172,6 +187,7 @@ RULES: dict[str, Rule] = {
     "PAGE_SIZE": count(1),
     "MAX_PAGE_SIZE": count(1),
     "DOCS_URL": text,
+    "CORS_ALLOWED_ORIGINS": strings(each=origin),
     "DEFAULT_QUEUE": queue_name,
     "DEFAULT_TIMEOUT": seconds(zero_allowed=True),
     "DEFAULT_VISIBILITY_TIMEOUT": seconds(zero_allowed=False),
