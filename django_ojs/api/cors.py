@@ -27,6 +27,8 @@ from django.urls import URLPattern, URLResolver
 from django.utils.cache import patch_vary_headers
 
 from ..conf import ojs_settings
+from .base import request_id_of
+from .errors import OJS_VERSION
 
 # Every method a route serves (a test compares it with the routes).
 ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
@@ -61,6 +63,9 @@ def cross_origin(view: Any) -> Any:
             response["Access-Control-Allow-Methods"] = ALLOW_METHODS
             response["Access-Control-Allow-Headers"] = ALLOW_HEADERS
             response["Access-Control-Max-Age"] = MAX_AGE
+            # The headers every answer of the API carries (binding §6.5), this one answered before any view.
+            response["OJS-Version"] = OJS_VERSION
+            response["X-Request-Id"] = request_id_of(request.META)
         else:
             response = view(request, *args, **kwargs)
             if origin:

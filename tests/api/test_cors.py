@@ -52,6 +52,8 @@ def test_an_allowed_origin_is_answered_and_marked_and_another_gets_no_cors_heade
                 "Access-Control-Max-Age": "86400",
             }, path
             assert "Origin" in headers["Vary"]
+            # As every answer of the API (binding §6.5).
+            assert headers["OJS-Version"] and headers["X-Request-Id"], path
 
         status, headers, _ = wire.send("GET", "/ojs/v1/queues", headers={"Origin": ALLOWED})
         assert status == 200
