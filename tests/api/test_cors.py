@@ -18,10 +18,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_ojs.api import cors
 from django_ojs.models import ApiKey
 from tests.api.gunicorn import serving
+from tests.throwaway_postgres import free_port
 from tests.waiting import wait_until
 
-ALLOWED = "http://127.0.0.1:18101"
-DISALLOWED = "http://127.0.0.1:18102"
+# Two origins, on ports free when the tests are collected: the dashboards' pages are served there.
+ALLOWED = f"http://127.0.0.1:{free_port()}"
+DISALLOWED = f"http://127.0.0.1:{free_port()}"
 ALLOWING = {"OJS_CORS_ALLOWED_ORIGINS": ALLOWED}
 
 
