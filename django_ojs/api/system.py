@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -26,7 +27,26 @@ from .base import OJS_VERSION, OJSView
 from .errors import RETRY_AFTER, database_outage
 from .pagination import int_param
 
-STARTED = time.monotonic()
+
+def _process_started() -> float:
+    """When this process started, on the monotonic clock.
+
+    Not when this module was imported: a server process imports the API's views at
+    its first request to them, which may come long after it started (a gunicorn
+    process the load balancer had sent other requests). Linux says when the process
+    started (``/proc``); elsewhere the import is the best there is.
+    """
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            # Fields after the command's closing parenthesis start at the third; starttime is the 22nd.
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            since_boot = float(uptime.read().split()[0])
+        return time.monotonic() - max(0.0, since_boot - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+
+
+STARTED = _process_started()
 BACKENDS = {"postgresql": "postgres", "sqlite": "sqlite"}
 MAX_EVENTS = 1000
 MAX_CURSOR = 2**63 - 1  # the event sequence is a bigint

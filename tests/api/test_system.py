@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from django_ojs.models import CronJob, Event, Job, JobError, Queue, Worker
@@ -230,3 +232,22 @@ def test_the_response_media_type_can_be_plain_json_for_the_python_sdk(api, ojs):
     response = api.post("/ojs/v1/jobs", {"type": "a", "args": []})
     assert response["Content-Type"] == "application/json"
     assert api.get("/ojs/v1/nowhere")["Content-Type"] == "application/json"
+
+
+def test_uptime_counts_from_the_process_start_not_from_the_first_request_to_the_api():
+    """A server process imports the API's views at its first request to them: a gunicorn
+    process that served other paths for a while must not say it has just started."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time; time.sleep(2)\n"  # the process's life before its first API request
+        "import django; django.setup()\n"
+        "from django_ojs.api.system import uptime_seconds; print(uptime_seconds())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) >= 2
