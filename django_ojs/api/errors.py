@@ -28,7 +28,7 @@ from uuid6 import uuid7
 
 from ..conf import ojs_settings
 from ..observe.outage import OutageWatch, is_busy, summary
-from ..protocol.errors import OJSError
+from ..protocol.errors import Busy, InMaintenance, OJSError
 
 # The binding's version this server speaks (OJS-Version on every response, ojs-http-binding §3.2).
 OJS_VERSION = "1.0"
@@ -159,6 +159,12 @@ def error_reply(exc: Exception, request_id: str, where: str) -> ErrorReply:
         code, message, details, hint, retryable = exc.code, exc.message, exc.details, exc.hint, exc.retryable
         if getattr(exc, "retry_after", None) is not None:
             headers["Retry-After"] = str(exc.retry_after)
+        if isinstance(exc, (InMaintenance, Busy)):
+            # Refusals by design (an operator's maintenance mode, a bound on this process's
+            # slots): one line each, not an ERROR from Django's request logger for a 503.
+            logger.log(logging.WARNING if isinstance(exc, Busy) else logging.INFO,
+                       "%s: 503, to be retried (request %s): %s", where, request_id, message)
+            logged = True
     elif isinstance(exc, Http404):
         code, message, details, hint, retryable = "not_found", "not found", {}, None, False
     elif isinstance(exc, drf.APIException):

@@ -49,3 +49,22 @@ def test_a_push_that_finds_sqlite_locked_by_another_writer_is_503_and_writes_not
             "SQLite stayed locked by other writers past the busy timeout (database is locked)"
         )
     assert api.post("/ojs/v1/jobs", {"type": "busy.job", "args": []}).status_code == 201  # the lock gone, it passes
+
+
+def test_a_push_refused_in_maintenance_mode_is_logged_once_as_information_not_by_django_as_an_error(
+    api, caplog
+):
+    """Maintenance mode's 503 is the refusal an operator asked for: one line each, at INFO, not an
+    ERROR "Service Unavailable" from Django's request logger (which mails ``ADMINS``)."""
+    api.post("/ojs/v1/admin/system/maintenance", {"enabled": True, "reason": "upgrade"})
+    caplog.set_level(logging.INFO)
+    refused = api.post("/ojs/v1/jobs", {"type": "busy.job", "args": []})
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "backend_unavailable"
+    said = [(record.name, record.levelname, record.getMessage()) for record in caplog.records]
+    assert not [line for line in said if line[0] == "django.request"], said
+    request_id = refused.json()["error"]["request_id"]
+    assert [line for line in said if request_id in line[2]] == [
+        ("django_ojs.api", "INFO", f"POST /ojs/v1/jobs: 503, to be retried (request {request_id}): "
+                                   f"{refused.json()['error']['message']}")
+    ], said
+    assert not Job.objects.exists()
