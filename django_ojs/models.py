@@ -732,15 +732,30 @@ class CronJob(models.Model):
 
 
 class Event(models.Model):
-    """A lifecycle event (ojs-events), written in the transaction of its move."""
+    """A lifecycle event (ojs-events), written in the transaction of its move.
+
+    A job's event keeps the job's fields of its payload (``job_type``,
+    ``state``, ``attempt``) in columns and only what the event adds in
+    ``extra``, and stores no id: its ``id`` is made from its time and
+    ``seq``. Building a JSON payload and a random UUID per
+    row, with an index to keep the UUIDs unique, was more than half of an
+    event's cost, and every job has at least three (docs/explanation/performance.md).
+    Events written before that layout keep their whole payload in ``extra``
+    and their stored id.
+    """
 
     seq = models.BigAutoField(primary_key=True)
-    id = models.UUIDField(unique=True, editable=False)
+    # The id of an event that is never stored (the event store off, a receiver listening),
+    # or was stored before ids were made from seq: otherwise empty (``id``).
+    stored_id = models.UUIDField(null=True, blank=True, editable=False, db_column="id")
     type = models.CharField(max_length=64)
     time = models.DateTimeField()
     job_id = models.UUIDField(null=True, blank=True)
     queue = models.CharField(max_length=128, null=True, blank=True)
-    data = models.JSONField(default=dict)
+    job_type = models.CharField(max_length=255, null=True, blank=True)
+    state = models.CharField(max_length=16, null=True, blank=True)
+    attempt = models.IntegerField(null=True, blank=True)
+    extra = models.JSONField(null=True, blank=True, db_column="data")
 
     class Meta:
         indexes = [
@@ -756,6 +771,39 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.job_id}"
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The payload (ojs-events §3): a job's fields from the columns, then what the event adds."""
+        if self.job_type is None:
+            return dict(self.extra or {})
+        payload: dict[str, Any] = {
+            "job_id": str(self.job_id),
+            "job_type": self.job_type,
+            "queue": self.queue,
+            "state": self.state,
+            "attempt": self.attempt,
+        }
+        if self.extra:
+            payload.update(self.extra)
+        return payload
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The event's id on every surface: a UUIDv7 of its time in milliseconds, with its ``seq`` as the counter.
+
+        RFC 9562 §6.2 lets a UUIDv7's random bits hold a counter: ``seq`` is
+        unique, so the id is too, and it sorts by time as a UUIDv7 should.
+        The same row gives the same id on every read.
+        """
+        if self.stored_id is not None:
+            return self.stored_id
+        if self.seq is None:
+            raise ValueError("an event that is not stored has its id set when it is built")
+        millis = int(self.time.timestamp() * 1000) & 0xFFFF_FFFF_FFFF
+        counter = self.seq & ((1 << 74) - 1)
+        value = millis << 80 | 0x7 << 76 | (counter >> 62) << 64 | 0b10 << 62 | (counter & ((1 << 62) - 1))
+        return uuid.UUID(int=value)
 
 
 class ApiKey(models.Model):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from ..conf import ojs_settings
 from ..core import maintenance_mode
+from ..core.events import events_of_job_types
 from ..core.stats import THROUGHPUT_WINDOW
 from ..core.testing import reset_store
 from ..keys import INSPECT
@@ -321,9 +322,10 @@ class EventListView(OJSView):
             if not (after.isascii() and after.isdigit()) or int(after) > MAX_CURSOR:
                 raise InvalidRequest("after must be the cursor of a previous page", field="after")
             events = events.filter(seq__gt=int(after))
-        for name, column in (("queues", "queue"), ("job_types", "data__job_type")):
-            if params.get(name):
-                events = events.filter(**{f"{column}__in": params[name].split(",")})
+        if params.get("queues"):
+            events = events.filter(queue__in=params["queues"].split(","))
+        if params.get("job_types"):
+            events = events.filter(events_of_job_types(params["job_types"].split(",")))
         if params.get("types"):
             events = events.filter(_type_filter(params["types"].split(",")))
         limit = int_param(params, "limit", 100)

@@ -49,7 +49,8 @@ SPANS = {MINUTE: dt.timedelta(minutes=1), HOUR: dt.timedelta(hours=1)}
 FINISHED = {"completed": JobState.COMPLETED, "discarded": JobState.DISCARDED, "cancelled": JobState.CANCELLED}
 # Read from the events: the event type, and the condition on it.
 FROM_EVENTS = {
-    "enqueued": Q(type="job.enqueued", data__attempt=0),
+    # Events written before the job's fields had columns (migration 0033) hold them in extra.
+    "enqueued": Q(type="job.enqueued") & (Q(attempt=0) | Q(attempt__isnull=True, extra__attempt=0)),
     "retried": Q(type="job.retrying"),
 }
 EVENT_TYPES = {"job.enqueued": "enqueued", "job.retrying": "retried"}

@@ -394,7 +394,7 @@ def settle_failure(job: Job, failure: Failure, now: dt.datetime, mode: Settle) -
         occurred_at=now,
     )
     # The failed event reports the state the job lands in.
-    failed.data["state"] = job.state
+    failed.state = job.state
     if mode is Settle.RELEASE:
         _log_release(job, failure)
     else:

@@ -67,7 +67,7 @@ def test_every_surface_says_the_same_snoozes_wait_and_signals(parked, api, admin
     assert str(parked.id)[:8] in admin_client.get(
         reverse("admin:django_ojs_job_changelist") + "?waiting=snoozed").content.decode()
 
-    kinds = list(Event.objects.filter(job_id=parked.id).values_list("type", "data"))
+    kinds = list(Event.objects.filter(job_id=parked.id).values_list("type", "extra"))
     snoozed = [data for kind, data in kinds if kind == "job.snoozed"]
     waiting = [data for kind, data in kinds if kind == "job.waiting"]
     assert [data["snoozes"] for data in snoozed] == [info["snoozes"]]

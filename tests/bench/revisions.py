@@ -1,14 +1,16 @@
 """A/B of whole revisions in one run: CPU and instructions per PUSH, enqueue or bare request.
 
-    python -m tests.bench.revisions push|enqueue|bare REV [REV ...] [--count 150] [--rounds 6] [--instructions]
+    python -m tests.bench.revisions push|enqueue|bulk|bare REV [REV ...] [--count 150] [--rounds 6] [--instructions]
 
 Each revision (``.`` is the working tree) runs in a process of its own from a
 checkout of it (``git worktree``, removed after), on a bench database of its own,
 doing ``--count`` of the step per round: a single ``POST /ojs/v1/jobs`` through the
 WSGI handler as gunicorn calls it (``push``), ``django_ojs.enqueue`` in process
-(``enqueue``), ``GET /bench/bare`` (``bare``). The processes take their rounds in
+(``enqueue``), ``django_ojs.enqueue_many`` of 1,000 jobs (``bulk``), ``GET /bench/bare``
+(``bare``). The processes take their rounds in
 turn, the order rotated each round; the report is each one's median per step and
-its ratio to the first revision's.
+its ratio to the first revision's, in the process's CPU time and in wall time (which
+holds PostgreSQL's work and the commits, and the machine's other load).
 
 ``--instructions`` runs each process under ``valgrind --tool=callgrind`` and counts
 the instructions each round executes (collection on only while it runs): a
@@ -44,6 +46,8 @@ void on(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
 void off(const char *name) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS_AT(name); }
 """
 HOURS = 36000
+# Jobs in one ``bulk`` step.
+BULK = 1000
 SERVE = """import importlib.util, sys
 spec = importlib.util.spec_from_file_location("tests.bench.revisions", "{path}")
 module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
@@ -52,7 +56,7 @@ module.serve()"""
 
 
 def serve() -> None:
-    """One side: steps on stdin (``push 150``), a line ``<CPU µs> <instructions>`` per step out."""
+    """One side: steps on stdin (``push 150``), a line ``<CPU µs> <instructions> <wall µs>`` per step out."""
     collection = ctypes.CDLL(os.environ["OJS_BENCH_COLLECTION"]) if os.environ.get("OJS_BENCH_COLLECTION") else None
     with bench_database(os.environ.get("DATABASE_URL", DEFAULT_SERVER)):
         import gc
@@ -91,10 +95,13 @@ def serve() -> None:
             status = request("POST", "/ojs/v1/jobs", body)
             assert status.startswith("201"), status
 
+        batch = [{"type": store.NOOP, "args": []}] * BULK
+
         steps = {"push": push, "bare": lambda: request("GET", "/bench/bare"),
-                 "enqueue": lambda: django_ojs.enqueue(store.NOOP, [])}
-        for step in steps.values():
-            for _ in range(100):
+                 "enqueue": lambda: django_ojs.enqueue(store.NOOP, []),
+                 "bulk": lambda: django_ojs.enqueue_many(batch)}
+        for name, step in steps.items():
+            for _ in range(3 if name == "bulk" else 100):
                 step()
         print("ready", flush=True)
         for line in sys.stdin:
@@ -104,15 +111,16 @@ def serve() -> None:
             gc.collect()
             if collection:
                 collection.on()
-            began = time.process_time()
+            began, started = time.process_time(), time.perf_counter()
             for _ in range(int(count)):
                 step()
-            cpu = time.process_time() - began
+            cpu, wall = time.process_time() - began, time.perf_counter() - started
             instructions = 0
             if collection:
                 collection.off(name.encode())
                 instructions = _collected(os.environ["OJS_BENCH_CALLGRIND_OUT"])
-            print(f"{cpu / int(count) * 1e6:.2f} {instructions / int(count):.0f}", flush=True)
+            print(f"{cpu / int(count) * 1e6:.2f} {instructions / int(count):.0f} {wall / int(count) * 1e6:.2f}",
+                  flush=True)
 
 
 def _collected(prefix: str) -> int:
@@ -147,7 +155,7 @@ def checkouts(revisions: list[str], scratch: Path) -> Iterator[list[Path]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=("push", "enqueue", "bare"))
+    parser.add_argument("step", choices=("push", "enqueue", "bulk", "bare"))
     parser.add_argument("revisions", nargs="+", help="git revisions; '.' is the working tree")
     parser.add_argument("--count", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=6)
@@ -180,23 +188,28 @@ def main() -> None:
                     raise SystemExit("a side did not start")
             cpu: list[list[float]] = [[] for _ in sides]
             counted: list[list[int]] = [[] for _ in sides]
+            walls: list[list[float]] = [[] for _ in sides]
             for round_ in range(args.rounds):
                 order = list(range(len(sides)))
                 order = order[round_ % len(order):] + order[:round_ % len(order)]
                 for index in order[::-1] if round_ % 2 else order:
                     sides[index].stdin.write(f"{args.step} {args.count}\n")  # type: ignore[union-attr]
                     sides[index].stdin.flush()  # type: ignore[union-attr]
-                    spent, instructions = sides[index].stdout.readline().split()  # type: ignore[union-attr]
+                    spent, instructions, wall = sides[index].stdout.readline().split()  # type: ignore[union-attr]
                     cpu[index].append(float(spent))
+                    walls[index].append(float(wall))
                     counted[index].append(int(instructions))
         finally:
             for side in sides:
                 side.stdin.close()  # type: ignore[union-attr]
                 side.wait()
-    print(f"{args.step}: {args.count} a round, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
+    per = f" of {BULK:,} jobs" if args.step == "bulk" else ""
+    print(f"{args.step}: {args.count} steps{per} a round, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
     for index, revision in enumerate(args.revisions):
         line = (f"  {revision}: CPU {statistics.median(cpu[index]):.0f} µs "
-                f"({statistics.median(cpu[index]) / statistics.median(cpu[0]):.3f}x)")
+                f"({statistics.median(cpu[index]) / statistics.median(cpu[0]):.3f}x), "
+                f"wall {statistics.median(walls[index]):.0f} µs "
+                f"({statistics.median(walls[index]) / statistics.median(walls[0]):.3f}x)")
         if args.instructions:
             line += (f", {statistics.median(counted[index]):,.0f} instructions "
                      f"({statistics.median(counted[index]) / statistics.median(counted[0]):.3f}x)")

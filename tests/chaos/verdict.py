@@ -112,7 +112,7 @@ def read_store(conn: Any) -> Store:
     claims = {
         (str(job_id), int(attempt)): (worker_id, _epoch(at))
         for job_id, attempt, worker_id, at in conn.execute(
-            "SELECT job_id, data->>'attempt', data->>'worker_id', time FROM django_ojs_event "
+            "SELECT job_id, attempt, data->>'worker_id', time FROM django_ojs_event "
             "WHERE type = 'job.started' AND queue = %s",
             [QUEUE],
         )
@@ -133,7 +133,7 @@ def read_store(conn: Any) -> Store:
     parks = {
         (str(job_id), int(attempt))
         for job_id, attempt in conn.execute(
-            "SELECT job_id, data->>'attempt' FROM django_ojs_event "
+            "SELECT job_id, attempt FROM django_ojs_event "
             "WHERE type IN ('job.snoozed', 'job.waiting') AND queue = %s",
             [QUEUE],
         )

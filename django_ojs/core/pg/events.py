@@ -30,9 +30,14 @@ UUID7_SQL = (
 
 
 
-# An event row as the statements return it, in Event's field order.
-EVENT_COLUMNS = ("seq", "id", "type", "time", "job_id", "queue", "data")
-_RETURNED = ", ".join(EVENT_COLUMNS)
+# An event row as the statements return it, by Event's attnames (the columns of ``stored_id`` and
+# ``extra`` are ``id`` and ``data``).
+EVENT_COLUMNS = ("seq", "stored_id", "type", "time", "job_id", "queue", "job_type", "state", "attempt", "extra")
+# A row of NULLs there is a job row without an event: every event has a type.
+_TYPE = EVENT_COLUMNS.index("type")
+_RETURNED = "seq, id AS stored_id, type, time, job_id, queue, job_type, state, attempt, data AS extra"
+# What a job's event stores besides the job's own fields.
+_STORED = "(type, time, job_id, queue, job_type, state, attempt, data)"
 
 
 def logged_cte(
@@ -52,7 +57,8 @@ def logged_cte(
         if listening:
             sql += f" RETURNING {_RETURNED}"
     elif listening:
-        sql = _job_events_select(source, kind, time, data, with_duration, seq="NULL::bigint AS seq, ")
+        # Never stored, so no seq to make its id from (Event.id): the id is made here.
+        sql = _job_events_select(source, kind, time, data, with_duration, unstored=True)
     else:
         return ""
     return f", {name} AS ({sql})"
@@ -77,12 +83,12 @@ def send_returned(rows: Iterable[Sequence[Any]]) -> None:
     """Hand event rows (``EVENT_COLUMNS``) to the receivers after commit; rows of NULLs are no event."""
     built = []
     for row in rows:
-        if row[1] is None:
+        if row[_TYPE] is None:
             continue  # a job row without an event (an outer join's empty side)
         # Twice per job with the metrics on: Model.__init__ was the larger part of their cost.
         event = loaded(Event, DEFAULT_DB_ALIAS, dict(zip(EVENT_COLUMNS, row)))
-        if isinstance(event.data, str):  # a driver that does not decode jsonb
-            event.data = json.loads(event.data)
+        if isinstance(event.extra, str):  # a driver that does not decode jsonb
+            event.extra = json.loads(event.extra)
         built.append(event)
     signals.after_commit(built)
 
@@ -97,20 +103,24 @@ def insert_job_events(
     parameters come in that order (``time`` twice ``with_duration``), then
     ``source``'s own.
     """
-    return (
-        f"INSERT INTO {Event._meta.db_table} (id, type, time, job_id, queue, data) "
-        + _job_events_select(source, kind, time, data, with_duration)
+    return f"INSERT INTO {Event._meta.db_table} {_STORED} " + _job_events_select(
+        source, kind, time, data, with_duration
     )
 
 
-def _job_events_select(source: str, kind: str, time: str, data: str, with_duration: bool, seq: str = "") -> str:
-    duration = (
-        f", 'duration_ms', floor(extract(epoch from ({time} - j.started_at)) * 1000)::bigint" if with_duration else ""
-    )
+def _job_events_select(
+    source: str, kind: str, time: str, data: str, with_duration: bool, unstored: bool = False
+) -> str:
+    # Only what the event adds is JSON, and none at all when it adds nothing.
+    if with_duration:
+        extra = (f"jsonb_build_object('duration_ms', floor(extract(epoch from ({time} - j.started_at)) * 1000)::bigint)"
+                 f" || {data}::jsonb")
+    else:
+        extra = f"NULLIF({data}::jsonb, '{{}}'::jsonb)"
+    made = f"NULL::bigint AS seq, {UUID7_SQL} AS stored_id, " if unstored else ""
     return (
-        f"SELECT {seq}{UUID7_SQL} AS id, {kind}::text AS type, {time} AS time, j.id AS job_id, j.queue AS queue, "
-        "jsonb_build_object('job_id', j.id::text, 'job_type', j.type, 'queue', j.queue, "
-        f"'state', j.state, 'attempt', j.attempt{duration}) || {data}::jsonb AS data "
+        f"SELECT {made}{kind}::text AS type, {time} AS time, j.id AS job_id, j.queue AS queue, "
+        f"j.type AS job_type, j.state AS state, j.attempt AS attempt, {extra} AS {'extra' if unstored else 'data'} "
         f"FROM {source}"
     )
 

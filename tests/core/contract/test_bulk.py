@@ -37,7 +37,7 @@ def test_retry_moves_every_matching_dead_job_in_batches_and_records_their_events
         # ojs-dead-letter §6.1: the history stays for the next post-mortem.
         assert JobError.objects.filter(job_id=job.seq).count() == 1
     assert reload(other).state == "discarded" and reload(alive).state == "available"
-    retried = Event.objects.filter(type="job.enqueued", data__retried_from_dead_letter=True)
+    retried = Event.objects.filter(type="job.enqueued", extra__retried_from_dead_letter=True)
     assert sorted(str(e.job_id) for e in retried) == sorted(str(j.id) for j in jobs)
 
 

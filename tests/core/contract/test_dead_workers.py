@@ -26,7 +26,7 @@ def test_a_silent_worker_is_declared_dead_and_its_jobs_recovered_at_once(claim):
         assert (stored.state, stored.attempt, stored.worker_id) == ("available", 1, None)
         assert stored.error["type"] == "worker_death"
         assert history(stored) == [(1, "worker_death")]
-    assert Event.objects.filter(type="worker.stopped", data__reason="dead").count() == 1
+    assert Event.objects.filter(type="worker.stopped", extra__reason="dead").count() == 1
 
 
 def test_a_worker_within_the_heartbeat_timeout_is_alive(claim):
@@ -52,7 +52,7 @@ def test_a_dead_worker_without_jobs_is_declared_dead_once(db):
     assert Worker.objects.reap_dead(10) == 0
     assert Worker.objects.reap_dead(10) == 0
     assert Worker.objects.get(id="idle").declared_dead_at is not None
-    assert Event.objects.filter(type="worker.stopped", data__reason="dead").count() == 1
+    assert Event.objects.filter(type="worker.stopped", extra__reason="dead").count() == 1
 
 
 def test_the_rows_of_dead_workers_are_pruned_after_their_retention(db, ojs):
@@ -119,7 +119,7 @@ def test_a_worker_declared_dead_that_claims_again_is_watched_again(claim, push):
     [job] = Job.objects.fetch(["after-death"], worker_id="zombie")
     worker = Worker.objects.get(id="zombie")
     assert worker.declared_dead_at is None
-    assert Event.objects.filter(type="worker.started", data__revived=True).count() == 1
+    assert Event.objects.filter(type="worker.started", extra__revived=True).count() == 1
     silent_for("zombie", TIMEOUT + 1)
     assert Worker.objects.reap_dead(10) == 1
     assert reload(job).state == "available"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from django_ojs.core.events import events_of_job_types
 from django_ojs.models import Event, Job, Queue, Worker
 from django_ojs.protocol.failure import Failure
 from tests.helpers import ago, event_types, update
@@ -119,3 +120,41 @@ def test_no_events_are_written_when_events_are_off(ojs, claim, push):
     Worker.objects.register("w1")
     assert Job.objects.count() == 4
     assert not Event.objects.exists()
+
+
+def test_an_event_id_is_a_uuidv7_of_its_time_with_its_seq_as_counter_the_same_on_every_read(push):
+    first, second = push(), push()
+    older, newer = (Event.objects.get(job_id=job.id) for job in (first, second))
+    assert older.stored_id is None  # nothing random is stored: the id is made from the row
+    assert older.id.version == 7 and older.id.variant == "specified in RFC 4122"
+    assert int(older.id.hex[:12], 16) == int(older.time.timestamp() * 1000)
+    assert older.id < newer.id
+    assert Event.objects.get(seq=older.seq).id == older.id
+    assert len({e.id for e in Event.objects.all()}) == Event.objects.count()
+
+
+def test_an_event_written_in_the_older_layout_keeps_its_id_and_payload(push):
+    """Before the job's fields had columns (migration 0033), the payload was all JSON and the id stored."""
+    import uuid
+
+    job = push(type="old.kind", options={"queue": "olden"})
+    stored_id = uuid.uuid4()
+    payload = {"job_id": str(job.id), "job_type": "old.kind", "queue": "olden", "state": "available", "attempt": 0}
+    old = Event.objects.create(stored_id=stored_id, type="job.enqueued", time=job.created_at, job_id=job.id, queue="olden",
+                               extra=payload)
+    new = Event.objects.filter(job_id=job.id).exclude(seq=old.seq).get()
+    assert old.id == stored_id
+    assert old.data == payload == {key: new.data[key] for key in payload}
+    assert set(Event.objects.filter(events_of_job_types(["old.kind"])).values_list("seq", flat=True)) == {
+        old.seq, new.seq}
+
+
+@pytest.mark.django_db
+def test_no_index_keeps_event_ids_unique_their_seq_does():
+    """An index over ids made from the seq would cost every event a second unique check for nothing."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, Event._meta.db_table)
+    assert [name for name, c in constraints.items() if c["columns"] == ["id"]] == []
+    assert any(c["primary_key"] and c["columns"] == ["seq"] for c in constraints.values())

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from django_ojs.models import Event, Job, JobError
@@ -97,7 +95,7 @@ def test_a_purged_job_takes_its_events_with_it(finished):
 
 def test_old_events_of_no_job_or_of_a_job_gone_are_deleted(push):
     kept, orphan = push(), push()
-    Event.objects.create(id=uuid.uuid4(), type="queue.paused", time=ago(days=2), queue="default")
+    Event.objects.create(type="queue.paused", time=ago(days=2), queue="default")
     Job.objects.filter(pk=orphan.pk).delete()  # deleted by hand: its events stay behind
     Event.objects.update(time=ago(days=2))
     fresh = push()

@@ -383,7 +383,7 @@ def test_a_worker_declared_dead_is_revived_by_its_next_turn(push, batch):
     assert verdicts == ([Verdict.COMPLETED] * 2 if batch else [])
     assert len(claimed) == 1 and claimed[0].worker_id == "w1"
     assert Worker.objects.get(id="w1").declared_dead_at is None
-    assert Event.objects.filter(type="worker.started", data__revived=True).count() == 1
+    assert Event.objects.filter(type="worker.started", extra__revived=True).count() == 1
 
 
 def test_a_mixed_batch_stores_what_the_stepwise_push_stores(spec, monkeypatch):
@@ -442,9 +442,9 @@ def sent(received, kind: str) -> list[Event]:
     assert not any(open_ for _, open_ in received), "an event was sent inside its transaction"
     got = [event for event, _ in received if event.type == kind]
     for event in got:
-        row = Event.objects.get(id=event.id)
-        assert (row.seq, row.time, row.job_id, row.queue, row.data) == (
-            event.seq, event.time, event.job_id, event.queue, event.data)
+        row = Event.objects.get(seq=event.seq)
+        assert (row.seq, row.id, row.time, row.job_id, row.queue, row.data) == (
+            event.seq, event.id, event.time, event.job_id, event.queue, event.data)
     return got
 
 
