@@ -180,7 +180,7 @@ class OverviewAdmin(admin.ModelAdmin):
                  admin_changelist_url("job", state=JobState.DISCARDED.value, finished_within="1h"))
         unrunnable, _complete = coverage.unrunnable(now)
         for item in unrunnable[:ATTENTION_ROWS]:
-            note("unrunnable", f"{item.count} job(s) of type {item.type} on queue {item.queue} that no running "
+            note("unrunnable", f"{item.count:,} job(s) of type {item.type} on queue {item.queue} that no running "
                  f"worker can handle, the oldest waiting {human_duration(now - item.oldest_at)}: deploy its "
                  "handler to a worker of the queue, or fix the type.",
                  admin_changelist_url("job", state=JobState.AVAILABLE.value, queue=item.queue, type=item.type))

@@ -159,7 +159,7 @@ def unconsumed(available: Mapping[str, Tally], now: dt.datetime | None = None, l
 def describe(items: Iterable[Unrunnable], now: dt.datetime) -> list[str]:
     """One line per item, as the check, the worker's log and the CLI's text say it."""
     return [
-        f"{item.count} job(s) of type {item.type!r} on queue {item.queue!r} that no running worker can handle, "
+        f"{item.count:,} job(s) of type {item.type!r} on queue {item.queue!r} that no running worker can handle, "
         f"the oldest waiting since {item.oldest_at:%Y-%m-%d %H:%M:%S} UTC "
         f"({int((now - item.oldest_at).total_seconds())} s)"
         for item in items

@@ -335,7 +335,7 @@ class Runtime:
             logger.warning(
                 "jobs wait on this worker's queues that it has no handler for, and will not run them: %s. "
                 "They wait for a worker that has the handler (manage.py ojs queues names them)",
-                "; ".join(f"{item.count} of type {item.type} on {item.queue}" for item in missing),
+                "; ".join(f"{item.count:,} of type {item.type} on {item.queue}" for item in missing),
             )
 
     def _register(self, info: WorkerInfo) -> bool:

@@ -62,3 +62,12 @@ def test_a_workers_own_view_names_what_it_would_leave(push):
     push(type="old.kind", options={"queue": "mail"})
     found, _ = coverage.uncovered({"mail": ["old.kind"]})
     assert [(item.queue, item.type, item.count) for item in found] == [("mail", "new.kind", 1)]
+
+
+def test_a_large_count_reads_with_thousands_separators_as_every_other_count_of_the_console():
+    import datetime as dt
+
+    now = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
+    item = coverage.Unrunnable("default", "report.new", 12345, now - dt.timedelta(minutes=5))
+    [line] = coverage.describe([item], now)
+    assert line.startswith("12,345 job(s) of type 'report.new' on queue 'default'"), line
