@@ -111,4 +111,7 @@ def test_signals_fire_with_the_event_store_off(received, ojs):
     ojs(EVENTS=False)
     django_ojs.enqueue("sig.test")
     assert [e.type for e in received] == ["job.enqueued"]
+    # Never stored, so no seq to make its id from: it is given one, and its payload.
+    assert received[0].seq is None and received[0].id.version == 7
+    assert received[0].data["job_type"] == "sig.test"
     assert not Event.objects.exists()
