@@ -92,6 +92,16 @@ def test_the_event_feed_lists_events_oldest_first_in_the_cloudevents_envelope(ap
     assert event["data"]["job_type"] == "email.send"
 
 
+def test_the_feeds_event_ids_are_uuidv7s_unique_time_ordered_and_the_same_on_every_read(api, history_of_events):
+    import uuid
+
+    first = [event["id"] for event in api.get("/ojs/v1/events").json()["events"]]
+    ids = [uuid.UUID(shown.removeprefix("evt_")) for shown in first]
+    assert len(ids) > 3 and len(set(ids)) == len(ids) and ids == sorted(ids)
+    assert all(made.version == 7 for made in ids)
+    assert [event["id"] for event in api.get("/ojs/v1/events").json()["events"]] == first
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
