@@ -86,7 +86,8 @@ def test_a_stopping_server_serves_or_refuses_connections_rather_than_resetting_t
         idle.close()
     for thread in probes:
         thread.join(STOP_BOUND)
-    # A probe every 50 ms: at most one falls in the instant of the close.
-    assert outcomes["reset"] <= 1, dict(outcomes)
+    # A probe every 50 ms: at most one falls in a process's instant between its last accept and
+    # its close, and each process has its own (two were seen with two processes, on a slow machine).
+    assert outcomes["reset"] <= processes, dict(outcomes)
     # The probes ran while the server stopped: connections were refused, not only answered.
     assert outcomes["refused"] > 0, dict(outcomes)
