@@ -46,7 +46,7 @@ def record(events: Iterable[Any]) -> None:
     if not ojs_settings.EVENTS and not listening:
         return
     batch = list(events)
-    stored = batch and ojs_settings.EVENTS
+    stored = bool(batch) and ojs_settings.EVENTS
     if not stored or not connections[Event.objects.db].features.can_return_rows_from_bulk_insert:
         # No seq to make the id from (Event.id): a receiver still needs one.
         for event in batch:

@@ -120,7 +120,7 @@ def _job_events_select(
     made = f"NULL::bigint AS seq, {UUID7_SQL} AS stored_id, " if unstored else ""
     return (
         f"SELECT {made}{kind}::text AS type, {time} AS time, j.id AS job_id, j.queue AS queue, "
-        f"j.type AS job_type, j.state AS state, j.attempt AS attempt, {extra} AS {'extra' if unstored else 'data'} "
+        f"j.type AS job_type, j.state AS state, j.attempt AS attempt, {extra} AS extra "
         f"FROM {source}"
     )
 
