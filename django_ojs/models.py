@@ -738,7 +738,7 @@ class Event(models.Model):
     ``state``, ``attempt``) in columns and only what the event adds in
     ``extra``, and stores no id: its ``id`` is made from its time and
     ``seq``. Building a JSON payload and a random UUID per
-    row, with an index to keep the UUIDs unique, was more than half of an
+    row, with an index to keep the UUIDs unique, was about half of an
     event's cost, and every job has at least three (docs/explanation/performance.md).
     Events written before that layout keep their whole payload in ``extra``
     and their stored id.
