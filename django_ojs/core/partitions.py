@@ -626,7 +626,10 @@ def lock_holders(began: dt.datetime, limit: int = 3) -> str:
             "SELECT a.pid, a.state, floor(extract(epoch FROM now() - a.xact_start))::bigint,"
             " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 80) FROM pg_stat_activity AS a"
             " WHERE a.pid <> pg_backend_pid() AND a.xact_start < %s AND a.pid IN ("
-            "  SELECT l.pid FROM pg_locks AS l WHERE l.granted AND l.relation IN"
+            "  SELECT l.pid FROM pg_locks AS l WHERE l.granted"
+            # A relation's oid names it only within its database; pg_locks lists every database's.
+            "   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            "   AND l.relation IN"
             # The table and its partitions (none when it is one plain table).
             "  (SELECT %s::regclass UNION SELECT relid FROM pg_partition_tree(%s::regclass)))"
             " ORDER BY a.xact_start LIMIT %s",

@@ -54,7 +54,8 @@ def server_listens() -> bool:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN ojs_settled'")
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN ojs_settled'"
+                       " AND datname = current_database()")
         return cursor.fetchone()[0] > 0
 
 

@@ -228,7 +228,8 @@ def _turn_closing(worker_id, batch):
 
 def _waiting_on_a_lock(observer, statement_part: str) -> bool:
     row = observer.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+        " AND datname = current_database()",
         [f"%{statement_part}%"],
     ).fetchone()
     return row[0] > 0

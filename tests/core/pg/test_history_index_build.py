@@ -276,7 +276,7 @@ def waiting_for_a_lock() -> bool:
     """Is a session other than this one waiting for a lock?"""
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                       "AND pid <> pg_backend_pid()")
+                       "AND pid <> pg_backend_pid() AND datname = current_database()")
         return cursor.fetchone()[0] > 0
 
 
