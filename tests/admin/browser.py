@@ -22,7 +22,8 @@ from typing import Any
 from django.db import connection
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPOSITORY / "test-artifacts" / "screenshots"
+# Per tox environment (OJS_TEST_RUN): two run side by side under `tox p`.
+SCREENSHOTS = REPOSITORY / "test-artifacts" / "screenshots" / (os.environ.get("OJS_TEST_RUN") or "pytest")
 CHROMIUM = Path(os.environ.get("OJS_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
