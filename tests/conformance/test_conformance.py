@@ -14,6 +14,7 @@ time of the longer, where one after the other they took the sum.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
@@ -47,12 +48,12 @@ def run_on(database: str) -> tuple[subprocess.CompletedProcess, subprocess.Compl
 
 
 @pytest.fixture(scope="module")
-def conformance_runs(request) -> dict[str, Future]:
-    """Every selected database's run, started at once; each test waits for its own."""
+def conformance_runs(request) -> Iterator[dict[str, Future] | None]:
+    """Every selected database's run, started at once; each test waits for its own.
+    None without the suites: each test then fails (or skips, when told to) itself."""
     if conformance_dir() is None:
-        if skip_missing_suites():
-            pytest.skip(missing_suites_message())
-        pytest.fail(missing_suites_message())
+        yield None
+        return
     selected = [
         item.callspec.params["database"]
         for item in request.session.items
@@ -64,6 +65,10 @@ def conformance_runs(request) -> dict[str, Future]:
 
 @pytest.mark.parametrize("database", DATABASES)
 def test_levels_0_to_4(database, conformance_runs):
+    if conformance_runs is None:
+        if skip_missing_suites():
+            pytest.skip(missing_suites_message())
+        pytest.fail(missing_suites_message())
     result, extensions = conformance_runs[database].result()
     summary = (result.stdout + result.stderr).strip()
     print(f"== {database}\n{summary}")
