@@ -38,6 +38,46 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# How long the last test's processes may keep a session on the test database after they
+# exit (a backend ends a moment after its client does) before the database is dropped.
+LAST_SESSIONS_PATIENCE = 20
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database; before it drops the database, wait for the sessions of
+    processes the tests started to end. A session still there after that is named in a
+    warning (pytest-django then warns that the database is in use and leaves it behind)."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock():
+        try:
+            left = wait_for_other_sessions_to_end(LAST_SESSIONS_PATIENCE)
+        finally:
+            connection.close()
+    if left:
+        import warnings
+
+        warnings.warn(f"sessions still on the test database after {LAST_SESSIONS_PATIENCE} s: {left}", stacklevel=1)
+
+
+def wait_for_other_sessions_to_end(patience: float) -> list[tuple]:
+    """The other sessions on this database still there after ``patience`` seconds (none: [])."""
+    import time
+
+    deadline = time.monotonic() + patience
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, application_name, state, left(query, 80) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            left = cursor.fetchall()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
 
 def pytest_collection_modifyitems(config, items):
     from django.conf import settings
