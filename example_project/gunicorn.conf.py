@@ -86,8 +86,8 @@ graceful_timeout = 30
 # the server died serving (was the PUSH stored? retry, and it may be stored twice).
 # Closed as soon as the process stops accepting, a new connection is refused, which
 # every client knows it may retry, while the requests held are answered as before
-# (only a connection that arrives in a process's instant between its last accept and
-# its close is still reset: at most one per process).
+# (only a connection that arrives in the instant between a process's last accept and
+# its close is still reset: a few milliseconds, longer on a loaded machine).
 # On a HUP, USR2 or scale-down the master and the other processes still hold the
 # socket, so it goes on accepting there. Only the gthread worker (above) has this
 # step; another worker class is left as gunicorn made it.

@@ -71,7 +71,7 @@ def test_levels_0_to_4(database, conformance_runs):
         pytest.fail(missing_suites_message())
     result, extensions = conformance_runs[database].result()
     summary = (result.stdout + result.stderr).strip()
-    print(f"== {database}\n{summary}")
+    print(f"\n== {database}\n{summary}")
     assert result.returncode == 0, summary
     # The project's own cases for its extensions' wire, run by the same runner on the same server.
     extension_summary = (extensions.stdout + extensions.stderr).strip()
