@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +20,7 @@ from rest_framework.test import APIClient
 
 from django_ojs.conf import ojs_settings
 from django_ojs.protocol.envelope import parse_job
+from tests.waiting import WaitTimeout, wait_until
 
 # django_ojs.testing's fixtures (ojs_jobs, ojs_inline), as a project would load them (docs/how-to/testing.md).
 pytest_plugins = ["django_ojs.testing.fixtures"]
@@ -53,30 +55,24 @@ def django_db_setup(django_db_setup, django_db_blocker):
         return
     with django_db_blocker.unblock():
         try:
-            left = wait_for_other_sessions_to_end(LAST_SESSIONS_PATIENCE)
+            wait_until(lambda: not other_sessions(), LAST_SESSIONS_PATIENCE, "the other sessions to end", 0.1)
+        except WaitTimeout:
+            warnings.warn(
+                f"sessions still on the test database after {LAST_SESSIONS_PATIENCE} s: {other_sessions()}",
+                stacklevel=1,
+            )
         finally:
             connection.close()
-    if left:
-        import warnings
-
-        warnings.warn(f"sessions still on the test database after {LAST_SESSIONS_PATIENCE} s: {left}", stacklevel=1)
 
 
-def wait_for_other_sessions_to_end(patience: float) -> list[tuple]:
-    """The other sessions on this database still there after ``patience`` seconds (none: [])."""
-    import time
-
-    deadline = time.monotonic() + patience
-    while True:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid, application_name, state, left(query, 80) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            left = cursor.fetchall()
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
+def other_sessions() -> list[tuple]:
+    """The sessions on this database other than this one: pid, application, state, statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, application_name, state, left(query, 80) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchall()
 
 
 def pytest_collection_modifyitems(config, items):

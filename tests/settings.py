@@ -16,7 +16,7 @@ from example_project.settings import *
 from example_project.settings import DATABASES, OJS
 
 # Two checkouts tested at once on one machine, or two of tox's environments run side by side
-# (`tox p`; tox sets OJS_TEST_RUN to the environment's name), must not share a test database.
+# (`tox run-parallel`; tox sets OJS_TEST_RUN to the environment's name), must not share a test database.
 _checkout = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:10]
 _run = re.sub(r"[^a-z0-9]+", "_", os.environ.get("OJS_TEST_RUN", "").lower()).strip("_")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

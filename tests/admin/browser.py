@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connection
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-# Per tox environment (OJS_TEST_RUN): two run side by side under `tox p`.
+# Per tox environment (OJS_TEST_RUN): two run side by side under `tox run-parallel`.
 SCREENSHOTS = REPOSITORY / "test-artifacts" / "screenshots" / (os.environ.get("OJS_TEST_RUN") or "pytest")
 CHROMIUM = Path(os.environ.get("OJS_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
