@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
+from django.db import close_old_connections
 
 from ..conf import ojs_settings
 from ..protocol.cron_jobs import CodeScheduleError, CronSpec, schedule_from_setting
@@ -33,6 +35,9 @@ from .schedules import SCHEDULE_KEYWORDS, schedule_from_handler
 # A type without a handler has no options: one read-only mapping, the same every time (the
 # producer's parsed specs are kept while a type's options are the same object).
 _NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+
+# close_old_connections in the thread where Django runs async code's ORM calls.
+_check_connections = sync_to_async(close_old_connections, thread_sensitive=True)
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -74,8 +79,27 @@ class JobHandler(Generic[P, R]):
         # The job's args are the handler's positional parameters, unchecked here.
         func: Callable[..., Any] = self.func
         if self.is_async:
-            return asyncio.run(func(ctx, *args))
+            return asyncio.run(self.run_async(ctx, args))
         return func(ctx, *args)
+
+    async def run_async(self, ctx: Any, args: Sequence[Any]) -> Any:
+        """Await an ``async def`` handler, checking the connections its ORM calls use around it.
+
+        Django runs an async caller's ORM calls (``acount()``, ``sync_to_async``)
+        in asgiref's one shared thread, not in the thread that runs the job, so
+        the worker's own check around each job never sees that thread's
+        connection: a connection the database dropped would fail every later
+        async job of the process. Checking it before and after the job, in
+        that thread, gives async handlers what Django gives a request (and the
+        worker a sync handler): an obsolete or broken connection is closed, and
+        ``CONN_HEALTH_CHECKS`` tests a kept one again before its next use.
+        """
+        func: Callable[..., Any] = self.func
+        await _check_connections()
+        try:
+            return await func(ctx, *args)
+        finally:
+            await _check_connections()
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job | None:
         """Enqueue a job of this type with the handler's arguments; see ``django_ojs.enqueue``.

@@ -15,7 +15,8 @@ thread, whenever the handler returns by itself.
 
 How a job runs (``AsyncRunner``):
 
-- an ``async def`` handler is awaited on the loop;
+- an ``async def`` handler is awaited on the loop (its ORM calls run in
+  asgiref's thread, whose connections are checked around it as a thread's are);
 - a plain handler runs in a thread (``asyncio.to_thread``), so it cannot block
   the loop; its slot is freed when it returns, as in the threaded mode;
 - with execution middleware (which is synchronous: ``call_next()`` returns the
@@ -77,7 +78,7 @@ class AsyncRunner:
             if self.middlewares:
                 result = await asyncio.to_thread(self._chain_in_thread, handler, execution, asyncio.get_running_loop())
             elif handler.is_async:
-                result = await handler.func(ctx, *job.args)
+                result = await handler.run_async(ctx, job.args)
             else:
                 result = await asyncio.to_thread(_sync_call, handler, ctx, job.args)
         except (asyncio.CancelledError, concurrent.futures.CancelledError):
@@ -96,7 +97,7 @@ class AsyncRunner:
         def call_handler() -> Any:
             if not handler.is_async:
                 return _sync_call(handler, ctx, job.args)
-            future = asyncio.run_coroutine_threadsafe(handler.func(ctx, *job.args), loop)
+            future = asyncio.run_coroutine_threadsafe(handler.run_async(ctx, job.args), loop)
             ctx.on_cancel(lambda reason: _ignore(future.cancel()))
             return future.result()
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from asgiref.sync import sync_to_async
+from django.db import connection
+
 import django_ojs
+from django_ojs.models import Job
 
 calls: list[tuple[str, list]] = []
 
@@ -37,6 +41,19 @@ def signup(ctx, address):
 async def async_fetch(ctx, n):
     await asyncio.sleep(0)
     return {"n": n, "async": True}
+
+
+def _backend_pid():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+@django_ojs.job("tt.async_session")
+async def async_session(ctx):
+    """The PostgreSQL session an async handler's database calls ran on."""
+    await Job.objects.filter(type=ctx.job.type).acount()
+    return await sync_to_async(_backend_pid)()
 
 
 @django_ojs.job("tt.bad_result")

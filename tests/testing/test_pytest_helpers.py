@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 import django_ojs
 from django_ojs import testing
 from django_ojs.models import Job, JobError
 
+from ..waiting import PATIENCE, wait_until
 from . import jobs_under_test as handlers
 
 
@@ -175,3 +176,21 @@ def test_drain_writes_the_last_progress_report_a_handler_held_back(ojs_jobs, fai
     assert (job.progress["data"], job.progress["message"]) == ({"phase": "load"}, "uploading")
     if fail:
         assert job.progress["progress"] == 0.5  # a failed attempt keeps its last report
+
+
+@pytest.mark.postgres
+def test_drain_closes_the_connection_an_async_handler_used(ojs_jobs_transactional):
+    """An async handler's ORM calls run in asgiref's shared thread; drain() checks its
+    connection around the job as a request would (closed here: CONN_MAX_AGE is 0), so
+    the test leaves no session behind to block dropping the test database."""
+    django_ojs.enqueue("tt.async_session")
+    [ran] = ojs_jobs_transactional.drain()
+    session = ran.result
+    assert isinstance(session, int) and session != connection.connection.info.backend_pid
+
+    def gone() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [session])
+            return cursor.fetchone()[0] == 0
+
+    wait_until(gone, PATIENCE, f"the async handler's session {session} to end")

@@ -14,6 +14,9 @@ from tests.settings import DATABASES, OJS
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = None
 
+if os.environ.get("OJS_CONN_HEALTH_CHECKS"):  # tests/worker/test_async_handlers.py
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
 for name in ("HEARTBEAT_TIMEOUT", "REAPER_INTERVAL", "LISTEN_POLL_INTERVAL"):
     if f"OJS_{name}" in os.environ:
         OJS[name] = float(os.environ[f"OJS_{name}"])

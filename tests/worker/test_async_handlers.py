@@ -7,7 +7,7 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import transaction
+from django.db import connection, transaction
 
 import django_ojs
 from django_ojs.models import Job, JobError, Worker
@@ -134,3 +134,59 @@ def test_the_async_worker_writes_the_progress_report_a_failed_handler_held_back(
     assert (job.progress["attempt"], job.progress["progress"], job.progress["data"]) == (1, 0.5, {"step": "last"})
     process.send(signal.SIGTERM)
     assert process.wait(timeout=PATIENCE) == 0
+
+
+def run_one(job_type: str) -> Job:
+    """Enqueue a job of ``job_type`` (one attempt) and wait for it to end."""
+    job = django_ojs.enqueue(job_type, retry={"max_attempts": 1})
+    wait_until(lambda: Job.objects.filter(pk=job.pk, state__in=["completed", "discarded"]).exists(), PATIENCE,
+               f"{job_type} to end")
+    job.refresh_from_db()
+    return job
+
+
+def terminate(backend: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
+
+    def gone() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [backend])
+            return cursor.fetchone()[0] == 0
+
+    wait_until(gone, PATIENCE, f"session {backend} to end")
+
+
+# An async handler's ORM calls run in asgiref's shared thread, not the job's; a sync
+# handler's in its executor thread (one: --concurrency 1), as the control.
+HANDLERS = [((), "probe.async_backend"), (("--async",), "probe.async_backend"), ((), "probe.backend")]
+HANDLER_IDS = ["async-handler-threaded", "async-handler-event-loop", "sync-handler-threaded"]
+
+
+@pytest.mark.parametrize("mode, job_type", HANDLERS, ids=HANDLER_IDS)
+def test_a_kept_connection_the_database_dropped_is_replaced_before_the_next_job(worker, mode, job_type):
+    """Persistent connections with CONN_HEALTH_CHECKS: the worker checks the connection its
+    handler's ORM calls use before each job, so the job after a dropped session runs."""
+    worker(*mode, "--concurrency", "1", env={"OJS_CONN_HEALTH_CHECKS": "1"})
+    first = run_one(job_type)
+    assert first.state == "completed", JobError.objects.filter(job=first).values_list("message", flat=True)
+    terminate(first.result["backend"])
+    second = run_one(job_type)
+    assert second.state == "completed", JobError.objects.filter(job=second).values_list("message", flat=True)
+    assert second.result["backend"] != first.result["backend"]
+
+
+@pytest.mark.parametrize("mode, job_type", HANDLERS, ids=HANDLER_IDS)
+def test_without_health_checks_a_dropped_connection_fails_one_job_not_every_later_one(worker, mode, job_type):
+    """As a Django request does: the job that meets the dropped session fails, the check after it
+    closes the broken connection, and the next job connects again."""
+    worker(*mode, "--concurrency", "1")
+    first = run_one(job_type)
+    assert first.state == "completed"
+    terminate(first.result["backend"])
+    met_it = run_one(job_type)
+    if met_it.state == "discarded":
+        assert "terminat" in JobError.objects.get(job=met_it).message.lower() or \
+            "connection" in JobError.objects.get(job=met_it).message.lower()
+    after = run_one(job_type)
+    assert after.state == "completed", JobError.objects.filter(job=after).values_list("message", flat=True)

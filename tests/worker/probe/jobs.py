@@ -6,6 +6,8 @@ import asyncio
 import os
 import time
 
+from asgiref.sync import sync_to_async
+from django.db import connection
 from django.utils import timezone
 
 import django_ojs
@@ -98,6 +100,26 @@ async def async_record(ctx: JobContext, seconds: float = 0.0) -> dict:
         await asyncio.sleep(seconds)
     await Execution.objects.filter(pk=run.pk).aupdate(finished_at=timezone.now())
     return {"attempt": ctx.attempt, "async": True}
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+@django_ojs.job("probe.async_backend")
+async def async_backend(ctx: JobContext) -> dict:
+    """An ORM write through the async API, then the PostgreSQL session it ran on."""
+    await Execution.objects.acreate(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    return {"backend": await sync_to_async(_backend_pid)()}
+
+
+@django_ojs.job("probe.backend")
+def backend(ctx: JobContext) -> dict:
+    """``probe.async_backend`` as a plain handler."""
+    Execution.objects.create(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    return {"backend": _backend_pid()}
 
 
 @django_ojs.job("probe.async_forever")
