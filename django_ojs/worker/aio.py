@@ -17,18 +17,26 @@ How a job runs (``AsyncRunner``):
 
 - an ``async def`` handler is awaited on the loop (its ORM calls run in
   asgiref's thread, whose connections are checked around it as a thread's are);
-- a plain handler runs in a thread (``asyncio.to_thread``), so it cannot block
-  the loop; its slot is freed when it returns, as in the threaded mode;
+- a plain handler runs in a thread (``HandlerThreads``: up to one per slot,
+  daemons), so it cannot block the loop; its slot is freed when it returns,
+  as in the threaded mode;
 - with execution middleware (which is synchronous: ``call_next()`` returns the
   result), the chain runs in a thread and the handler's coroutine on the loop,
   the thread waiting for it. Without middleware, the default, a running
   ``async def`` handler costs no thread at all.
+
+Every thread checks its database connections around each call, as Django
+does around a request: the handler threads, and the loop's default executor,
+in which the runner's writes (a snooze, a held-back progress report) and
+``asyncio.to_thread`` in handlers run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -42,6 +50,7 @@ from ..handlers.registry import HandlerRegistry, JobHandler
 from ..protocol.failure import Failure
 from . import failures
 from .execution import Execution, Observed, Outcome, ended_by
+from .pool import HandlerThreads
 
 logger = logging.getLogger("django_ojs.worker")
 
@@ -52,11 +61,15 @@ STOP_WAIT = 5.0
 class AsyncRunner:
     """Runs one execution as a coroutine and returns its ``Outcome``; never raises."""
 
-    def __init__(self, registry: HandlerRegistry, middlewares: Sequence[Middleware], *, omit_backtraces: bool):
+    def __init__(
+        self, registry: HandlerRegistry, middlewares: Sequence[Middleware], *, omit_backtraces: bool, concurrency: int
+    ):
         self.registry = registry
         self.middlewares = list(middlewares)
         self.omit_backtraces = omit_backtraces
         self.observed = Observed()
+        # One per slot at most: a job runs its plain handler, or its middleware chain, in one.
+        self.threads = HandlerThreads(concurrency)
 
     async def __call__(self, execution: Execution) -> Outcome:
         try:
@@ -76,11 +89,11 @@ class AsyncRunner:
             return Outcome(failure=failures.no_handler(job.type, self.registry.types()))
         try:
             if self.middlewares:
-                result = await asyncio.to_thread(self._chain_in_thread, handler, execution, asyncio.get_running_loop())
+                result = await self._in_thread(self._chain_in_thread, handler, execution, asyncio.get_running_loop())
             elif handler.is_async:
                 result = await handler.run_async(ctx, job.args)
             else:
-                result = await asyncio.to_thread(_sync_call, handler, ctx, job.args)
+                result = await self._in_thread(handler.func, ctx, *job.args)
         except (asyncio.CancelledError, concurrent.futures.CancelledError):
             # The runtime gave the job up (it decided the outcome already); nothing to report.
             return Outcome(failure=Failure(type="cancelled", message=ctx.cancel_reason or "cancelled"))
@@ -91,12 +104,18 @@ class AsyncRunner:
             return await asyncio.to_thread(ended_by, ctx, result, self.omit_backtraces)
         return Outcome.of_result(result)
 
+    def _in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """``fn(*args)`` in a handler thread, ``checked``, in this task's context (its trace
+        span), as ``asyncio.to_thread`` would run it in the default executor."""
+        context = contextvars.copy_context()
+        return asyncio.get_running_loop().run_in_executor(self.threads, context.run, checked, fn, *args)
+
     def _chain_in_thread(self, handler: JobHandler, execution: Execution, loop: asyncio.AbstractEventLoop) -> Any:
         job, ctx = execution.job, execution.ctx
 
         def call_handler() -> Any:
             if not handler.is_async:
-                return _sync_call(handler, ctx, job.args)
+                return handler.func(ctx, *job.args)
             future = asyncio.run_coroutine_threadsafe(handler.run_async(ctx, job.args), loop)
             ctx.on_cancel(lambda reason: _ignore(future.cancel()))
             return future.result()
@@ -108,15 +127,26 @@ def _ignore(_: object) -> None:
     """A cancel callback returns nothing: drop the value of the call it makes."""
 
 
-def _sync_call(handler: JobHandler, ctx: Any, args: Sequence[Any]) -> Any:
-    # A thread of asyncio's executor: forget DEBUG's queries and check the connection
-    # around the job, as the threaded runner does.
+def checked(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn`` in this thread as the threaded runner runs a job: DEBUG's queries
+    forgotten, the thread's connections checked before and after."""
     reset_queries()
     close_old_connections()
     try:
-        return handler.func(ctx, *args)
+        return fn(*args)
     finally:
         close_old_connections()
+
+
+class CheckedExecutor(concurrent.futures.ThreadPoolExecutor):
+    """asyncio's default executor for the loop (``to_thread``), every call ``checked``.
+
+    Its size stays asyncio's default: the calls are short writes, and each
+    thread keeps a connection.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        return super().submit(checked, functools.partial(fn, *args, **kwargs))
 
 
 class LoopPool:
@@ -126,7 +156,7 @@ class LoopPool:
         self._runner = runner
         self._on_done = on_done
         self._loop = asyncio.new_event_loop()
-        # Plain handlers run in the loop's default executor; the slots bound how many at once.
+        self._loop.set_default_executor(CheckedExecutor(thread_name_prefix="ojs-loop-io"))
         self._thread = threading.Thread(target=self._run_loop, name="ojs-event-loop", daemon=True)
         self._tasks: set[asyncio.Task] = set()
 
@@ -147,6 +177,7 @@ class LoopPool:
             logger.warning("the event loop did not stop in time")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(STOP_WAIT)
+        self._runner.threads.shutdown(wait=False)  # a handler that never returns keeps its daemon thread
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self._loop)

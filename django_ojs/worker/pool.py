@@ -1,5 +1,8 @@
 """The threads that run handlers: exactly ``concurrency`` of them.
 
+``ExecutorPool`` in the threaded mode; ``HandlerThreads`` in the event-loop
+mode, where only plain handlers need a thread (started as they need one).
+
 Python cannot kill a thread, so a handler that overruns its timeout keeps
 its thread until it returns. The pool never grows to replace it: the runtime
 counts that thread's slot as taken until the handler returns, so the worker
@@ -10,6 +13,7 @@ stuck handler cannot keep a shut-down worker from exiting.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -51,3 +55,54 @@ class ExecutorPool:
                 logger.exception("executor crashed while running a job")
                 outcome = None
             self._on_done(item, outcome)
+
+
+class HandlerThreads(concurrent.futures.Executor):
+    """The event-loop mode's threads for plain handlers (``aio.py``): at most ``size``, daemons.
+
+    Started as the work needs them, not all at once: an ``--async`` worker of
+    200 slots running only ``async def`` handlers needs none. Never fewer
+    than its slots, as asyncio's default executor would be (the cores + 4),
+    and daemons as ``ExecutorPool``'s threads are: a handler that never
+    returns must not keep a stopped worker from exiting (the interpreter
+    joins the default executor's threads at exit).
+    """
+
+    def __init__(self, size: int, name: str = "ojs-handler"):
+        self._size = size
+        self._name = name
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._inbox.put((future, fn, args, kwargs))
+        if self._idle.acquire(blocking=False):
+            return future  # an idle thread takes it
+        with self._lock:
+            if len(self._threads) < self._size:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Let idle threads end; busy ones end after their call returns. Never waits for them."""
+        with self._lock:
+            for _ in self._threads:
+                self._inbox.put(None)
+
+    def _work(self) -> None:
+        while True:
+            item = self._inbox.get()
+            if item is None:
+                return
+            future, fn, args, kwargs = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args, **kwargs))
+                except BaseException as exc:  # the caller's future carries it, as an executor's does
+                    future.set_exception(exc)
+            self._idle.release()

@@ -244,7 +244,8 @@ class Runtime:
             self._flush_metrics = flush_observations
         middlewares, omit = list(chain), self.config.omit_backtraces
         if self.config.async_mode:
-            self._pool = LoopPool(AsyncRunner(self.handlers, middlewares, omit_backtraces=omit), self._on_handler_done)
+            loop_runner = AsyncRunner(self.handlers, middlewares, omit_backtraces=omit, concurrency=self.config.concurrency)
+            self._pool = LoopPool(loop_runner, self._on_handler_done)
         else:
             runner = Runner(self.handlers, middlewares, omit_backtraces=omit)
             self._pool = ExecutorPool(self.config.concurrency, runner, self._on_handler_done)

@@ -14,6 +14,8 @@ from tests.settings import DATABASES, OJS
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = None
 
+if os.environ.get("OJS_EXECUTION_MIDDLEWARE"):  # tests/worker/test_async_handlers.py
+    OJS["EXECUTION_MIDDLEWARE"] = json.loads(os.environ["OJS_EXECUTION_MIDDLEWARE"])
 if os.environ.get("OJS_CONN_HEALTH_CHECKS"):  # tests/worker/test_async_handlers.py
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -58,6 +59,41 @@ def test_the_async_worker_runs_many_io_bound_handlers_on_one_loop(worker):
     assert process.wait(timeout=PATIENCE) == 0
     assert "at most 50 of 50 slots" in process.output or "of 50 slots in use" in process.output
     print(f"\nasync worker: 50 jobs awaiting 1 s each done in {took:.2f} s, at most {peak} at once")
+
+
+def test_the_async_worker_runs_as_many_plain_handlers_at_once_as_it_has_slots(worker):
+    """Plain handlers run in threads beside the loop: --concurrency 20 runs 20 at once,
+    not as many as asyncio's default executor has threads (the cores + 4)."""
+    worker("--async", "--concurrency", "20")
+    django_ojs.enqueue_many([{"type": "probe.record", "args": [3.0]} for _ in range(20)])
+    wait_until(lambda: completed(20), PATIENCE, "20 plain jobs to complete")
+    peak = most_at_once(list(Execution.objects.all()))
+    assert peak >= 15, peak
+
+
+def test_the_async_worker_runs_execution_middleware_around_both_kinds_of_handler(worker):
+    """With middleware the chain runs in a handler thread and an async handler's coroutine on the
+    loop, the thread waiting for it; a plain handler runs in the chain's thread."""
+    worker("--async", "--concurrency", "4",
+           env={"OJS_EXECUTION_MIDDLEWARE": json.dumps(["tests.worker.probe.middleware.wrap_result"])})
+    plain = run_one("probe.backend")
+    coroutine = run_one("probe.async_backend")
+    for job in (plain, coroutine):
+        assert job.state == "completed", JobError.objects.filter(job=job).values_list("message", flat=True)
+        assert job.result["chain_thread"].startswith("ojs-handler-")
+        assert isinstance(job.result["inner"]["backend"], int)
+
+
+def test_sigterm_ends_an_async_worker_whose_plain_handler_never_returns(worker):
+    """A thread cannot be stopped: past the grace period the worker releases the job and exits
+    without waiting for the thread, in --async mode as in the threaded one."""
+    process = worker("--async", "--grace-period", "1")
+    stuck = django_ojs.enqueue("probe.record", [3600])
+    wait_until(lambda: Execution.objects.filter(job_id=stuck.id).exists(), PATIENCE, "the endless job to start")
+    process.send(signal.SIGTERM)
+    assert process.wait(timeout=PATIENCE) == 0, process.output
+    stuck.refresh_from_db()
+    assert stuck.state == "available"  # released, without spending the attempt
 
 
 def test_async_mode_cancels_the_task_on_timeout_and_on_cancel_and_frees_its_slot(worker):

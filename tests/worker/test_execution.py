@@ -46,8 +46,9 @@ def test_backtraces_can_be_omitted(worker):
     assert error.type == "ProbeError" and error.backtrace == []
 
 
-def test_a_timed_out_job_fails_and_its_thread_keeps_the_slot_until_it_returns(worker):
-    worker("--concurrency", "1")
+@pytest.mark.parametrize("mode", [(), ("--async",)], ids=["threaded", "event-loop"])
+def test_a_timed_out_job_fails_and_its_thread_keeps_the_slot_until_it_returns(worker, mode):
+    worker("--concurrency", "1", *mode)
     # Overruns its 1 s timeout by far, so the worker sees it overrun even on a loaded machine.
     slow = django_ojs.enqueue("probe.record", [6.0], timeout=1, retry={"max_attempts": 1})
     quick = django_ojs.enqueue("probe.record", [0])
