@@ -191,6 +191,28 @@ def test_the_bindings_dag_runs_a_diamond(db):
     assert state(workflow) == "completed"
 
 
+def test_each_steps_node_stores_its_job_inputs_outcome_and_times(db):
+    """The nodes an ACK writes, as the admin, the API and the events read them back."""
+    workflow = create({"name": "fan", "steps": [
+        {"id": "a", "type": "a", "args": [], "depends_on": []},
+        *({"id": f"b{i}", "type": "b", "args": [i], "depends_on": ["a"]} for i in range(3)),
+    ], "options": {"queue": "wf"}})
+    ack(take()[0], {"from": "a"})
+    started = take(count=5)
+    fail(started[0])  # a retryable failure: the step has not ended
+    rows = {node.path: node for node in WorkflowNode.objects.filter(workflow=workflow)}
+    a = rows["0"]  # a node's path is its step's index
+    assert (a.state, a.result, a.error) == ("completed", {"from": "a"}, None)
+    assert a.started_at is not None and a.finished_at is not None and a.finished_at >= a.started_at
+    jobs = {job.extra["workflow_step"]: job for job in Job.objects.filter(type="b")}
+    assert set(jobs) == {"1", "2", "3"}
+    for path, job in jobs.items():
+        node = rows[path]
+        assert (node.state, node.job_id, node.job_seq) == ("pending", job.id, job.seq)
+        assert (node.inputs, node.result, node.error, node.finished_at) == ([{"from": "a"}], None, None, None)
+        assert node.started_at == a.finished_at  # started by the ACK that finished a
+
+
 @pytest.mark.parametrize(
     ("body", "path"),
     [
