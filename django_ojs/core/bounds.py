@@ -17,6 +17,7 @@ from ..protocol.failure import Failure
 from ..protocol.states import TERMINAL, JobState, Move, target
 from . import events, partitions
 from .queue_settings import settings_of
+from .row_updates import update_rows
 from .workflows import advance
 
 
@@ -69,7 +70,7 @@ def _drop_oldest(name: str, count: int, now: dt.datetime) -> None:
         job.finished_at = now
         job.run_at = None
         job.error = failure.as_dict(job.attempt, stamp)
-    partitions.live_jobs().bulk_update(victims, ["state", "finished_at", "run_at", "error"])
+    update_rows(partitions.live_jobs(), victims, ["state", "finished_at", "run_at", "error"])
     JobError.objects.bulk_create(
         JobError(job_id=job.seq, attempt=job.attempt, type=failure.type, message=failure.message,
                  retryable=False, occurred_at=now)

@@ -43,6 +43,7 @@ from . import events, partitions
 from .clock import db_now
 from .overrides import with_override, with_overrides
 from .queue_settings import forget, limit_of, settings_of
+from .row_updates import update_rows
 from .types import LimitReport
 from .workflows import advance
 
@@ -249,7 +250,7 @@ def _set_aside(aside: list[tuple[Job, Limit, Budget]], now: dt.datetime) -> None
         batch_events.append(
             events.other_event("rate_limit.dropped", now, queue=job.queue, key=limit.key, job_id=str(job.id), job_type=job.type)
         )
-    partitions.live_jobs().bulk_update([job for job, _, _ in aside], ["state", "run_at", "scheduled_at", "finished_at", "error", "unique_states"])
+    update_rows(partitions.live_jobs(), [job for job, _, _ in aside], ["state", "run_at", "scheduled_at", "finished_at", "error", "unique_states"])
     JobError.objects.bulk_create(history)
     events.record(batch_events)
     # A dropped workflow step fails its step (its job row is locked).

@@ -371,7 +371,7 @@ def live_jobs() -> QuerySet:
     """Jobs in the live partition's states. A statement that names them is planned and locked on
     the live partition alone, not on every day partition of history: no planning over some 40
     partitions, and no wait behind an operator's VACUUM FULL or LOCK TABLE of one. For writes to
-    jobs a transaction holds in one of these states (``bulk_update`` keeps the filter)."""
+    jobs a transaction holds in one of these states (``row_updates.update_rows`` keeps the filter)."""
     return Job.objects.filter(state__in=LIVE_STATES)
 
 

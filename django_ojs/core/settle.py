@@ -42,6 +42,7 @@ from .dead_letter import KEPT_WORDS
 from .engine import current as current_engine
 from .refusal import refusal
 from .row_movement import retried_on_row_movement
+from .row_updates import update_rows
 from .types import Lease, Settle, Settlement, Verdict
 from .workflows import advance as advance_workflows
 from .workflows import workflow_step
@@ -310,7 +311,7 @@ def fail(job_id: Any, failure: Failure, *, lease: Lease = Lease(), requeue: bool
             raise refusal(job or Job.objects.filter(id=job_id).first(), job_id, Move.FAIL)
         mode = Settle.RELEASE if requeue else Settle.POLICY
         entry, settled_events = settle_failure(job, failure, job.db_now, mode)
-        partitions.live_jobs().bulk_update([job], FAILURE_FIELDS)
+        update_rows(partitions.live_jobs(), [job], FAILURE_FIELDS)
         JobError.objects.bulk_create([entry])
         events.record(settled_events)
         advance_workflows({job.seq: job.state})
@@ -476,7 +477,7 @@ def settle_rows(
         entry, settled_events = settle_failure(job, failure, now, mode)
         entries.append(entry)
         batch_events.extend(settled_events)
-    partitions.live_jobs().bulk_update([job for job, _, _ in failed], FAILURE_FIELDS)
+    update_rows(partitions.live_jobs(), [job for job, _, _ in failed], FAILURE_FIELDS)
     JobError.objects.bulk_create(entries)
     events.record(batch_events)
     if advance:
@@ -525,7 +526,7 @@ def expire_rows(jobs: list[Job], now: dt.datetime) -> int:
                 ttl_ms=to_millis(job.expires_at - job.created_at),
             )
         )
-    partitions.live_jobs().bulk_update(jobs, ["state", "finished_at", "run_at", "error"])
+    update_rows(partitions.live_jobs(), jobs, ["state", "finished_at", "run_at", "error"])
     JobError.objects.bulk_create(entries)
     events.record(batch_events)
     advance_workflows({job.seq: job.state for job in jobs})

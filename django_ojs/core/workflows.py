@@ -29,10 +29,10 @@ import datetime as dt
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import Exists, Field, OuterRef, Q
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.fields.json import KeyTextTransform
 from uuid6 import uuid7
 
@@ -64,6 +64,7 @@ from . import events
 from .clock import db_now
 from .moves import cancel_rows
 from .row_movement import retried_on_row_movement
+from .row_updates import update_rows
 
 # What a step's job ending in a terminal state means for the step.
 OUTCOME: dict[str, str] = {JobState.COMPLETED: COMPLETED, JobState.DISCARDED: FAILED, JobState.CANCELLED: CANCELLED}
@@ -307,7 +308,7 @@ def _write(workflow: Workflow, engine: Engine, nodes: dict[str, Any], now: dt.da
         node.state, node.inputs, node.result, node.error = state.state, state.inputs, state.result, state.error
         changed.append(node)
     if changed:
-        _update_nodes(changed)
+        update_rows(WorkflowNode.objects.all(), changed, _NODE_FIELDS)
     batch = [_node_event(workflow, what, node, nodes, now) for what, node in engine.events]
     finished = engine.finished
     if finished and workflow.state != finished:
@@ -323,27 +324,6 @@ def _write(workflow: Workflow, engine: Engine, nodes: dict[str, Any], now: dt.da
         workflow.state, workflow.finished_at = RUNNING, None
         workflow.save(update_fields=["state", "finished_at"])
     events.record(filter(None, batch))
-
-
-def _update_nodes(nodes: list[WorkflowNode]) -> None:
-    """Store the nodes' ``_NODE_FIELDS``: an UPDATE by primary key per node, sent as one batch.
-
-    Not ``bulk_update``: it writes one statement of a CASE per field with a
-    branch per row, which Django compiles in Python and the database
-    evaluates per row, both growing with the square of the rows -- the ACK
-    that starts a fan-out of 999 steps spent 2.9 s in it. ``executemany``
-    sends the rows together (psycopg pipelines them; SQLite runs them in
-    process), each an UPDATE of one row by its key.
-    """
-    connection = connections[WorkflowNode.objects.db]
-    fields = [cast(Field, WorkflowNode._meta.get_field(name)) for name in _NODE_FIELDS]
-    quote = connection.ops.quote_name
-    assignments = ", ".join(f"{quote(cast(str, field.column))} = %s" for field in fields)
-    sql = f"UPDATE {quote(WorkflowNode._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"
-    rows = [[field.get_db_prep_save(getattr(node, field.attname), connection) for field in fields] + [node.pk]
-            for node in nodes]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
 
 
 def _node_event(workflow: Workflow, what: str, node: Node, nodes: dict[str, Any], now: dt.datetime):
