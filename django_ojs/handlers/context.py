@@ -371,15 +371,17 @@ class JobContext:
 
     async def arun_step(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``run_step()`` for ``async def`` handlers: ``await ctx.arun_step("charge", charge, card)``."""
-        import asyncio
+        from asgiref.sync import sync_to_async
 
-        recorded = await asyncio.to_thread(self._recorded)
+        # Where Django runs the handler's own ORM calls (sync_to_async keeps the thread):
+        # the job's thread, or in the event-loop mode asgiref's, on a connection the worker checks.
+        recorded = await sync_to_async(self._recorded)()
         _check_name(name)
         if name in recorded:
             return recorded[name]
         self.raise_if_cancelled()
         result = await fn(*args, **kwargs)
-        return await asyncio.to_thread(self._record, name, result)
+        return await sync_to_async(self._record)(name, result)
 
     def idempotency_key(self, step: str) -> str:
         """``"<job id>:<step>"``: the same for every attempt of this job's step, for the

@@ -14,7 +14,6 @@ spread as positional arguments. Its return value is the job's result.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 
@@ -75,23 +74,32 @@ class JobHandler(Generic[P, R]):
         return inspect.iscoroutinefunction(self.func)
 
     def invoke(self, ctx: Any, args: Sequence[Any]) -> Any:
-        """Run the handler for one job from a thread; an ``async def`` one on an event loop of its own."""
+        """Run the handler for one job in this thread; an ``async def`` one on an event loop of its own.
+
+        An async handler runs through ``async_to_sync``, as Django runs async
+        code from sync code: its ORM calls (``acount()``, ``sync_to_async``)
+        then run in this thread, on this thread's connection -- the one the
+        worker checks around each job, and in the test helpers the test's own,
+        in its transaction. (With ``asyncio.run`` they would all go to
+        asgiref's one shared thread: one connection for every handler thread
+        of the process, their queries one at a time.)
+        """
         # The job's args are the handler's positional parameters, unchecked here.
         func: Callable[..., Any] = self.func
         if self.is_async:
-            return asyncio.run(self.run_async(ctx, args))
+            return async_to_sync(func)(ctx, *args)
         return func(ctx, *args)
 
     async def run_async(self, ctx: Any, args: Sequence[Any]) -> Any:
-        """Await an ``async def`` handler, checking the connections its ORM calls use around it.
+        """Await an ``async def`` handler on a running event loop, checking the connections its ORM calls use.
 
-        Django runs an async caller's ORM calls (``acount()``, ``sync_to_async``)
-        in asgiref's one shared thread, not in the thread that runs the job, so
-        the worker's own check around each job never sees that thread's
-        connection: a connection the database dropped would fail every later
-        async job of the process. Checking it before and after the job, in
-        that thread, gives async handlers what Django gives a request (and the
-        worker a sync handler): an obsolete or broken connection is closed, and
+        On a loop of its own (``ojs_worker --async``) Django runs an async
+        caller's ORM calls (``acount()``, ``sync_to_async``) in asgiref's one
+        shared thread, not in a thread the worker checks around each job: a
+        connection the database dropped would fail every later async job of
+        the process. Checking it before and after the job, in that thread,
+        gives async handlers what Django gives a request (and the worker a
+        sync handler): an obsolete or broken connection is closed, and
         ``CONN_HEALTH_CHECKS`` tests a kept one again before its next use.
         """
         func: Callable[..., Any] = self.func

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from asgiref.sync import sync_to_async
-from django.db import connection
 
 import django_ojs
 from django_ojs.models import Job
@@ -43,17 +43,17 @@ async def async_fetch(ctx, n):
     return {"n": n, "async": True}
 
 
-def _backend_pid():
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        return cursor.fetchone()[0]
-
-
 @django_ojs.job("tt.async_session")
 async def async_session(ctx):
-    """The PostgreSQL session an async handler's database calls ran on."""
-    await Job.objects.filter(type=ctx.job.type).acount()
-    return await sync_to_async(_backend_pid)()
+    """Database work of an async handler: the ORM's async methods and a durable step."""
+    welcome = await Job.objects.filter(type="tt.welcome").acount()
+    step = await ctx.arun_step("mark", _recorded)
+    in_the_tests_thread = await sync_to_async(lambda: threading.current_thread() is threading.main_thread())()
+    return {"welcome": welcome, "step": step, "in_the_tests_thread": in_the_tests_thread}
+
+
+async def _recorded():
+    return "recorded"
 
 
 @django_ojs.job("tt.bad_result")

@@ -43,6 +43,16 @@ def test_the_threaded_worker_runs_an_async_handler(worker):
     assert not JobError.objects.exists()
 
 
+def test_the_threaded_worker_runs_async_handlers_database_work_in_their_own_threads(worker):
+    """Each handler thread runs its async handler's ORM calls itself (async_to_sync), so four
+    threads query four at a time -- not one at a time in asgiref's one shared thread."""
+    worker("--concurrency", "4")
+    django_ojs.enqueue_many([{"type": "probe.async_query", "args": [2.0]} for _ in range(4)])
+    wait_until(lambda: completed(4), PATIENCE, "4 async jobs to complete")
+    peak = most_at_once(list(Execution.objects.all()))
+    assert peak >= 3, peak
+
+
 def test_the_async_worker_runs_many_io_bound_handlers_on_one_loop(worker):
     process = worker("--async", "--concurrency", "50")
     assert "on one event loop (async)" in process.output

@@ -77,7 +77,8 @@ def test_values_that_cannot_be_kept_are_a_value_error(claim):
 
 
 def test_async_handlers_run_steps_once_too(claim):
-    import asyncio
+    # As the worker runs an async handler (async_to_sync): the steps' writes run in this thread.
+    from asgiref.sync import async_to_sync
 
     job = claim("w1", options={"retry": {"max_attempts": 3, "initial_interval": "PT1S"}})
     calls: list[int] = []
@@ -86,9 +87,9 @@ def test_async_handlers_run_steps_once_too(claim):
         calls.append(order_id)
         return {"label": f"LBL-{order_id}"}
 
-    assert asyncio.run(context(job).arun_step("label", label, 7)) == {"label": "LBL-7"}
+    assert async_to_sync(context(job).arun_step)("label", label, 7) == {"label": "LBL-7"}
     again = context(retry(job), "w2")
-    assert asyncio.run(again.arun_step("label", label, 7)) == {"label": "LBL-7"}
+    assert async_to_sync(again.arun_step)("label", label, 7) == {"label": "LBL-7"}
     assert calls == [7]
 
 

@@ -115,6 +115,19 @@ async def async_backend(ctx: JobContext) -> dict:
     return {"backend": await sync_to_async(_backend_pid)()}
 
 
+def _pg_sleep(seconds: float) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(%s)", [seconds])
+
+
+@django_ojs.job("probe.async_query")
+async def async_query(ctx: JobContext, seconds: float) -> None:
+    """An async handler whose database work takes ``seconds`` (a query that sleeps)."""
+    run = await Execution.objects.acreate(job_id=ctx.job.id, attempt=ctx.attempt, worker_id=ctx.worker_id, pid=os.getpid())
+    await sync_to_async(_pg_sleep)(seconds)
+    await Execution.objects.filter(pk=run.pk).aupdate(finished_at=timezone.now())
+
+
 @django_ojs.job("probe.backend")
 def backend(ctx: JobContext) -> dict:
     """``probe.async_backend`` as a plain handler."""
