@@ -1,7 +1,7 @@
-"""The threads that run handlers: exactly ``concurrency`` of them.
+"""The threads that run handlers: at most ``concurrency`` of them.
 
-``ExecutorPool`` in the threaded mode; ``HandlerThreads`` in the event-loop
-mode, where only plain handlers need a thread (started as they need one).
+``ExecutorPool`` in the threaded mode; ``HandlerThreads`` under it, and in
+the event-loop mode, where only plain handlers need a thread.
 
 Python cannot kill a thread, so a handler that overruns its timeout keeps
 its thread until it returns. The pool never grows to replace it: the runtime
@@ -24,48 +24,42 @@ logger = logging.getLogger("django_ojs.worker")
 
 
 class ExecutorPool:
+    """The threaded mode's pool: each execution runs in one of ``size`` handler threads, then
+    ``on_done(execution, outcome)`` is called from that thread."""
+
     def __init__(self, size: int, run: Callable[[Any], Any], on_done: Callable[[Any, Any], None]):
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = HandlerThreads(size, "ojs-executor")
         self._run = run
         self._on_done = on_done
-        self._threads = [
-            threading.Thread(target=self._work, name=f"ojs-executor-{index}", daemon=True) for index in range(size)
-        ]
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        """Nothing to start: a thread starts when a job first needs one."""
 
     def submit(self, item: Any) -> None:
-        self._inbox.put(item)
+        self._threads.submit(self._work, item)
 
     def stop(self) -> None:
         """Let idle threads end; busy ones end after their handler returns."""
-        for _ in self._threads:
-            self._inbox.put(None)
+        self._threads.shutdown(wait=False)
 
-    def _work(self) -> None:
-        while True:
-            item = self._inbox.get()
-            if item is None:
-                return
-            try:
-                outcome = self._run(item)
-            except BaseException:  # the runner turns handler errors into outcomes; this is a bug
-                logger.exception("executor crashed while running a job")
-                outcome = None
-            self._on_done(item, outcome)
+    def _work(self, item: Any) -> None:
+        try:
+            outcome = self._run(item)
+        except BaseException:  # the runner turns handler errors into outcomes; this is a bug
+            logger.exception("executor crashed while running a job")
+            outcome = None
+        self._on_done(item, outcome)
 
 
 class HandlerThreads(concurrent.futures.Executor):
-    """The event-loop mode's threads for plain handlers (``aio.py``): at most ``size``, daemons.
+    """Threads for handlers: at most ``size``, daemons, started as the work needs them.
 
-    Started as the work needs them, not all at once: an ``--async`` worker of
-    200 slots running only ``async def`` handlers needs none. Never fewer
-    than its slots, as asyncio's default executor would be (the cores + 4),
-    and daemons as ``ExecutorPool``'s threads are: a handler that never
-    returns must not keep a stopped worker from exiting (the interpreter
-    joins the default executor's threads at exit).
+    ``ExecutorPool`` runs every job in them; the event-loop mode (``aio.py``)
+    only plain handlers, so an ``--async`` worker of 200 slots running only
+    ``async def`` handlers starts none. As many as the slots, where asyncio's
+    default executor would have the cores + 4, and daemons: a handler that
+    never returns must not keep a stopped worker from exiting (the
+    interpreter joins a ``ThreadPoolExecutor``'s threads at exit).
     """
 
     def __init__(self, size: int, name: str = "ojs-handler"):
