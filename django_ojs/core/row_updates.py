@@ -2,9 +2,10 @@
 
 Django's ``bulk_update`` writes a batch as one statement with, for each
 field, a CASE of one branch per row. Django builds and compiles those
-expressions in Python (about 4 ms a row on a loaded machine), and the
-database evaluates every branch for every row: both grow with the square of
-the batch. The moves that end many jobs at once -- the reaper requeueing a
+expressions in Python, about 4 ms a row of a failed job's 13 columns on a
+loaded machine (measured: 50 rows 0.2 s, 500 rows 2.3 s), and the database
+tests a row's key against every branch, which grows with the square of the
+batch. The moves that end many jobs at once -- the reaper requeueing a
 dead worker's 500 jobs, the ACK that starts a workflow's 999 steps -- spent
 seconds there while holding the rows' locks.
 
@@ -51,4 +52,7 @@ def update_rows(queryset: QuerySet, objs: Sequence[Model], fields: Sequence[str]
         for obj in objs
     ]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        if len(rows) == 1:  # one job's FAIL: a plain statement, no pipeline to open and sync
+            cursor.execute(sql, rows[0])
+        else:
+            cursor.executemany(sql, rows)

@@ -8,6 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from asgiref.sync import sync_to_async
+
 from ..canvas import Signature
 from ..core import waits, workflows
 from ..core.durable import record_step, steps_of
@@ -371,8 +373,6 @@ class JobContext:
 
     async def arun_step(self, name: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """``run_step()`` for ``async def`` handlers: ``await ctx.arun_step("charge", charge, card)``."""
-        from asgiref.sync import sync_to_async
-
         # Where Django runs the handler's own ORM calls (sync_to_async keeps the thread):
         # the job's thread, or in the event-loop mode asgiref's, on a connection the worker checks.
         recorded = await sync_to_async(self._recorded)()

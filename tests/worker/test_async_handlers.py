@@ -203,8 +203,9 @@ def terminate(backend: int) -> None:
     wait_until(gone, PATIENCE, f"session {backend} to end")
 
 
-# An async handler's ORM calls run in asgiref's shared thread, not the job's; a sync
-# handler's in its executor thread (one: --concurrency 1), as the control.
+# An async handler's ORM calls run in its handler thread in the threaded worker
+# (async_to_sync), in asgiref's shared thread with --async; a sync handler's in its
+# handler thread (one: --concurrency 1), as the control.
 HANDLERS = [((), "probe.async_backend"), (("--async",), "probe.async_backend"), ((), "probe.backend")]
 HANDLER_IDS = ["async-handler-threaded", "async-handler-event-loop", "sync-handler-threaded"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 
 from django_ojs.core.types import Lease
@@ -78,8 +79,6 @@ def test_values_that_cannot_be_kept_are_a_value_error(claim):
 
 def test_async_handlers_run_steps_once_too(claim):
     # As the worker runs an async handler (async_to_sync): the steps' writes run in this thread.
-    from asgiref.sync import async_to_sync
-
     job = claim("w1", options={"retry": {"max_attempts": 3, "initial_interval": "PT1S"}})
     calls: list[int] = []
 
